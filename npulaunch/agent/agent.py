@@ -1,0 +1,294 @@
+"""The agent: the only code that starts rank processes. One per host; in-process for a local
+launch, shipped to each host over SSH, the per-node entrypoint under a scheduler.
+
+It starts this host's ranks, follows their logs, reaps them, and stops them (SIGTERM to every
+process group, SIGKILL after the grace period) when told to or when its own process is signalled.
+It reports through two callbacks (events, output lines) and decides nothing about the job as a
+whole: fail-fast is the supervisor's policy. Standard library only, Python 3.7+; single-threaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
+
+from ..events import Event, EventKind
+from ..spec import HostPlan, RankSpec
+from . import procs
+from .guard import Guard
+from .inbox import SignalInbox
+from .tail import FileTail, Line
+
+log = logging.getLogger(__name__)
+
+POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SPAWN_FAILED_EXIT_CODE = 127
+
+OutputSink = Callable[[RankSpec, str, List[Line]], None]
+EventSink = Callable[[Event], None]
+
+
+class RankState(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # exited non-zero or by a signal before anyone asked it to stop
+    STOPPED = "stopped"  # ended after the agent started stopping the job
+    SPAWN_FAILED = "spawn_failed"
+
+
+@dataclass
+class RankProcess:
+    """A rank's live instance (mutable; owned by the agent)."""
+
+    spec: RankSpec
+    state: RankState = RankState.PENDING
+    pid: Optional[int] = None
+    start_time: Optional[float] = None
+    end_time: Optional[float] = None
+    exit_code: Optional[int] = None
+    signal: Optional[str] = None
+    error: Optional[str] = None
+    tails: Tuple[FileTail, ...] = ()
+    popen: object = None
+
+    def result(self) -> "RankResult":
+        return RankResult(rank=self.spec.rank, host=self.spec.host, device_id=self.spec.device_id,
+                          pid=self.pid, state=self.state, start_time=self.start_time, end_time=self.end_time,
+                          exit_code=self.exit_code, signal=self.signal, error=self.error)
+
+
+@dataclass(frozen=True)
+class RankResult:
+    rank: int
+    host: str
+    device_id: int
+    pid: Optional[int]
+    state: RankState
+    start_time: Optional[float]
+    end_time: Optional[float]
+    exit_code: Optional[int]
+    signal: Optional[str]
+    error: Optional[str] = None
+
+
+@dataclass
+class AgentOutcome:
+    ranks: List[RankResult]
+    stop_signal: Optional[int] = None  # the signal that made this agent stop the ranks, if any
+    strays_killed: List[int] = field(default_factory=list)
+
+
+class Agent:
+    def __init__(self, plan: HostPlan, emit: EventSink, output: OutputSink,
+                 base_env: Optional[Mapping[str, str]] = None, clock: Callable[[], float] = time.monotonic,
+                 poll_interval_s: float = POLL_INTERVAL_S) -> None:
+        self.plan = plan
+        self._emit_to = emit
+        self._output = output
+        self._base_env = dict(os.environ if base_env is None else base_env)
+        self._clock = clock
+        self._poll_s = poll_interval_s
+        self.ranks = [RankProcess(spec) for spec in plan.ranks]
+        self._by_pid: Dict[int, RankProcess] = {}
+        self._stopping = False
+        self._kill_deadline: Optional[float] = None
+        self._killed = False
+        self.stop_signal: Optional[int] = None
+        self._inbox: Optional[SignalInbox] = None
+        self._guard: Optional[Guard] = None
+        self._forward = tuple(getattr(signal, name) for name in plan.forward_signals)
+
+    # -- reporting -------------------------------------------------------------------------
+
+    def _emit(self, kind: EventKind, rank: Optional[int] = None, **data: object) -> None:
+        self._emit_to(Event(kind, self.plan.job_id, self.plan.host, rank, dict(data)))
+
+    # -- commands (from the supervisor, or from this process's signals) --------------------
+
+    def stop(self, reason: str) -> None:
+        """SIGTERM every rank's process group now, SIGKILL what is left after the grace period."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self._kill_deadline = self._clock() + self.plan.grace_period_s
+        self._emit(EventKind.STOP_REQUESTED, reason=reason, grace_period_s=self.plan.grace_period_s)
+        self._signal_everything(signal.SIGTERM)
+
+    def kill(self, reason: str) -> None:
+        """SIGKILL everything now (second Ctrl-C, or the grace period ran out)."""
+        if not self._stopping:
+            self.stop(reason)
+        if self._killed:
+            return
+        self._killed = True
+        alive = [r.spec.rank for r in self.ranks if r.state is RankState.RUNNING]
+        self._emit(EventKind.KILL_ESCALATED, reason=reason, ranks=alive)
+        self._signal_everything(signal.SIGKILL)
+
+    def forward(self, signum: int) -> None:
+        for proc in self.ranks:
+            if proc.state is RankState.RUNNING and proc.pid is not None:
+                procs.kill_group(proc.pid, signum)
+        self._emit(EventKind.SIGNAL_FORWARDED, signal=procs.signal_name(signum))
+
+    def _signal_everything(self, signum: int) -> None:
+        table = procs.snapshot()
+        groups = {p.pid for p in self.ranks if p.pid is not None}
+        members = procs.live_members(groups, table)
+        for pgid in set(members.values()):
+            procs.kill_group(pgid, signum)
+        procs.kill_pids(self._strays(table) - set(members), signum)
+
+    def _strays(self, table: Dict[int, procs.ProcInfo]) -> Set[int]:
+        """Our live descendants (we are a subreaper), the guard excepted."""
+        found = procs.descendants(os.getpid(), table)
+        if self._guard is not None:
+            found.discard(self._guard.pid)
+        return found
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self) -> AgentOutcome:
+        """Start every rank and watch them until all have ended and nothing of the job is left."""
+        self._inbox = SignalInbox(STOP_SIGNALS + self._forward)
+        stray_pids: List[int] = []
+        try:
+            procs.become_subreaper()
+            self._guard = Guard(self.plan.job_uuid)
+            self._start_all()
+            while True:
+                self._reap()
+                self._pump()
+                if all(r.state not in (RankState.RUNNING, RankState.PENDING) for r in self.ranks):
+                    break
+                self._wait()
+            stray_pids = self._clean_up_strays()
+        finally:
+            if any(r.state is RankState.RUNNING for r in self.ranks):  # an exception escaped the loop
+                self._signal_everything(signal.SIGKILL)
+            for proc in self.ranks:
+                for tail, stream in zip(proc.tails, ("stdout", "stderr")):
+                    lines = tail.close()
+                    if lines:
+                        self._output(proc.spec, stream, lines)
+            if self._guard is not None:
+                self._guard.release()
+            self._inbox.close()
+        return AgentOutcome([r.result() for r in self.ranks], self.stop_signal, stray_pids)
+
+    def _wait(self) -> None:
+        assert self._inbox is not None
+        timeout = self._poll_s
+        if self._kill_deadline is not None and not self._killed:
+            timeout = min(timeout, self._kill_deadline - self._clock())
+        self._inbox.wait(timeout)
+        for signum in self._inbox.take():
+            self._on_signal(signum)
+        if self._kill_deadline is not None and not self._killed and self._clock() >= self._kill_deadline:
+            self.kill(f"grace period of {self.plan.grace_period_s:g} s ran out")
+
+    def _on_signal(self, signum: int) -> None:
+        name = procs.signal_name(signum)
+        if signum in self._forward:
+            self.forward(signum)
+            return
+        self._emit(EventKind.SIGNAL_RECEIVED, signal=name)
+        if not self._stopping:
+            self.stop_signal = signum
+            self.stop(f"npulaunch received {name}")
+        else:
+            self.kill(f"npulaunch received {name} again while stopping")
+
+    def _start_all(self) -> None:
+        self._emit(EventKind.JOB_STARTED, ranks=[r.spec.rank for r in self.ranks], pid=os.getpid())
+        for proc in self.ranks:
+            if self._stopping:  # a signal arrived while we were still starting ranks
+                break
+            self._start(proc)
+            for signum in self._inbox.take() if self._inbox else ():
+                self._on_signal(signum)
+
+    def _start(self, proc: RankProcess) -> None:
+        spec = proc.spec
+        for directory in (spec.rank_dir, spec.plog_dir):
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+        env = {k: v for k, v in self._base_env.items() if k not in spec.env_unset}
+        env.update(spec.env)
+        proc.tails = (FileTail(spec.stdout_path), FileTail(spec.stderr_path))
+        proc.start_time = time.time()
+        try:
+            popen = procs.spawn(spec.argv, spec.cwd, env, spec.stdout_path, spec.stderr_path)
+        except OSError as exc:
+            proc.state, proc.end_time = RankState.SPAWN_FAILED, time.time()
+            proc.exit_code = SPAWN_FAILED_EXIT_CODE
+            proc.error = f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}"
+            self._emit(EventKind.RANK_SPAWN_FAILED, spec.rank, error=proc.error, argv=list(spec.argv))
+            return
+        proc.popen, proc.pid, proc.state = popen, popen.pid, RankState.RUNNING
+        self._by_pid[popen.pid] = proc
+        assert self._guard is not None
+        self._guard.watch(popen.pid)
+        self._emit(EventKind.RANK_STARTED, spec.rank, pid=popen.pid, device_id=spec.device_id,
+                   argv=list(spec.argv), stdout=spec.stdout_path, stderr=spec.stderr_path)
+
+    def _reap(self) -> None:
+        for pid, status in procs.reap_any():
+            proc = self._by_pid.get(pid)
+            if proc is None:
+                if self._guard is not None and pid == self._guard.pid:
+                    self._guard.reaped(status)
+                continue  # an orphaned descendant re-parented to us
+            self._pump_rank(proc)  # its last lines come before its exit on the console
+            proc.exit_code, proc.signal = procs.decode_status(status)
+            proc.popen.returncode = proc.exit_code if proc.signal is None else -1  # type: ignore[attr-defined]
+            proc.end_time = time.time()
+            if proc.exit_code == 0:
+                proc.state = RankState.SUCCEEDED
+            else:
+                proc.state = RankState.STOPPED if self._stopping else RankState.FAILED
+            self._emit(EventKind.RANK_EXITED, proc.spec.rank, pid=pid, exit_code=proc.exit_code,
+                       signal=proc.signal, state=proc.state.value,
+                       duration_s=round(proc.end_time - (proc.start_time or proc.end_time), 3))
+
+    def _pump(self) -> None:
+        for proc in self.ranks:
+            self._pump_rank(proc)
+
+    def _pump_rank(self, proc: RankProcess) -> None:
+        for tail, stream in zip(proc.tails, ("stdout", "stderr")):
+            lines = tail.read_lines()
+            if lines:
+                self._output(proc.spec, stream, lines)
+
+    def _clean_up_strays(self) -> List[int]:
+        """After every rank has exited: stop what they left behind (TERM, grace, KILL)."""
+        table = procs.snapshot()
+        groups = {p.pid for p in self.ranks if p.pid is not None}
+        left = set(procs.live_members(groups, table)) | self._strays(table)
+        if not left:
+            return []
+        found = sorted(left)
+        self._signal_everything(signal.SIGTERM)
+        deadline = self._clock() + self.plan.grace_period_s
+        while left and self._clock() < deadline and not self._killed:
+            self._inbox.wait(min(self._poll_s, max(0.0, deadline - self._clock())))  # type: ignore[union-attr]
+            for signum in self._inbox.take():  # type: ignore[union-attr]
+                if signum in STOP_SIGNALS:
+                    self._killed = True
+            procs.reap_any()
+            self._pump()
+            table = procs.snapshot()
+            left = set(procs.live_members(groups, table)) | self._strays(table)
+        if left:
+            self._signal_everything(signal.SIGKILL)
+            time.sleep(0.01)
+            procs.reap_any()
+        self._emit(EventKind.STRAYS_KILLED, pids=found)
+        return found

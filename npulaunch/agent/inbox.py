@@ -1,0 +1,54 @@
+"""Signals as messages: handlers only record the signal; the agent loop sleeps on a pipe that
+the interpreter writes to when any signal arrives (``signal.set_wakeup_fd``), so a rank's exit
+(SIGCHLD) or a Ctrl-C wakes the loop at once instead of at the next poll.
+
+Handlers record instead of raising (as torchelastic's do) because the loop must react to
+several signals in order: forward SIGUSR1, stop on the first SIGINT, kill on the second.
+Standard library only, Python 3.7+; must be used from the main thread.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+from types import FrameType
+from typing import Any, Dict, List, Optional, Sequence
+
+
+class SignalInbox:
+    def __init__(self, signums: Sequence[int]) -> None:
+        self._read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._read_fd, False)
+        os.set_blocking(self._write_fd, False)
+        self._pending: List[int] = []
+        self._previous: Dict[int, Any] = {}
+        self._previous_fd = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        for signum in set(signums) | {signal.SIGCHLD}:
+            self._previous[signum] = signal.signal(signum, self._record)
+
+    def _record(self, signum: int, frame: Optional[FrameType]) -> None:
+        if signum != signal.SIGCHLD:
+            self._pending.append(signum)
+
+    def wait(self, timeout_s: float) -> None:
+        """Sleep until a signal arrives or ``timeout_s`` passes."""
+        if not self._pending:
+            select.select([self._read_fd], [], [], max(0.0, timeout_s))
+        try:
+            while os.read(self._read_fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def take(self) -> List[int]:
+        """Signals received since the last call, oldest first (SIGCHLD is not listed)."""
+        pending, self._pending = self._pending, []
+        return pending
+
+    def close(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        signal.set_wakeup_fd(self._previous_fd)
+        os.close(self._read_fd)
+        os.close(self._write_fd)

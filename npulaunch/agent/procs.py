@@ -1,0 +1,184 @@
+"""Start, signal and find the processes of a job (Linux; standard library only, Python 3.7+).
+
+Every rank runs in its own session and process group, dies with its parent (PR_SET_PDEATHSIG),
+and carries the job's uuid in its environment so stray descendants can be found even after they
+leave the group. Nothing here decides *when* to stop anything: that is the agent's job.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import signal
+import subprocess
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+_libc = None
+
+
+def _load_libc() -> Optional[ctypes.CDLL]:
+    global _libc
+    if _libc is None and os.path.exists("/proc/self"):
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _libc
+
+
+def _prctl(option: int, value: int) -> bool:
+    libc = _load_libc()
+    return libc is not None and libc.prctl(option, value, 0, 0, 0) == 0
+
+
+def become_subreaper() -> bool:
+    """Orphaned descendants of our ranks are re-parented to us (not to init), so we can reap
+    them promptly and find them when cleaning up. Returns False where unsupported."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "signal %d" % signum
+
+
+def spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], stdout_path: str,
+          stderr_path: str) -> "subprocess.Popen[bytes]":
+    """Start one rank in a new session, output appended to its log files, dying with us."""
+    parent = os.getpid()
+    libc = _load_libc()  # before fork, not in the child
+
+    def in_child() -> None:  # between fork and exec; safe because the agent is single-threaded
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # we died between fork and prctl
+            os._exit(1)
+
+    out = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    err = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        return subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err, start_new_session=True,
+                                preexec_fn=in_child if libc is not None else None)
+    finally:
+        os.close(out)
+        os.close(err)
+
+
+def kill_group(pgid: int, signum: int) -> bool:
+    """Signal a whole process group; False when it no longer exists."""
+    try:
+        os.killpg(pgid, signum)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+
+
+def kill_pids(pids: Iterable[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _read_stat(pid: int) -> Optional[List[str]]:
+    """Fields of /proc/<pid>/stat after the command name: [state, ppid, pgrp, session, ...]."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return data[data.rfind(b")") + 2:].decode("ascii", "replace").split()
+
+
+def _all_pids() -> List[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+class ProcInfo(NamedTuple):
+    state: str
+    ppid: int
+    pgid: int
+
+
+def snapshot() -> Dict[int, ProcInfo]:
+    """Every live (not zombie) process: ``{pid: ProcInfo}``, from one pass over /proc."""
+    table = {}
+    for pid in _all_pids():
+        stat = _read_stat(pid)
+        if stat and stat[0] not in ("Z", "X"):
+            table[pid] = ProcInfo(stat[0], int(stat[1]), int(stat[2]))
+    return table
+
+
+def live_members(pgids: Set[int], table: Optional[Dict[int, ProcInfo]] = None) -> Dict[int, int]:
+    """``{pid: pgid}`` of live processes in the given process groups."""
+    table = snapshot() if table is None else table
+    return {pid: info.pgid for pid, info in table.items() if info.pgid in pgids}
+
+
+def descendants(root: int, table: Dict[int, ProcInfo]) -> Set[int]:
+    """Live descendants of ``root``. For a subreaper this is every live process it ever
+    started, directly or not: an orphan is re-parented to the subreaper, never past it."""
+    children: Dict[int, List[int]] = {}
+    for pid, info in table.items():
+        children.setdefault(info.ppid, []).append(pid)
+    found: Set[int] = set()
+    todo = list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, ()))
+    return found
+
+
+def marked_processes(job_uuid: str, variable: str = "NPULAUNCH_JOB_UUID") -> List[int]:
+    """Live processes whose environment carries this job's uuid (ranks and all they started,
+    even those that left the rank's process group)."""
+    needle = ("%s=%s\0" % (variable, job_uuid)).encode()
+    me = os.getpid()
+    found = []
+    for pid in _all_pids():
+        if pid == me:
+            continue
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as handle:
+                environ = handle.read() + b"\0"
+        except OSError:
+            continue
+        if needle in environ:
+            stat = _read_stat(pid)
+            if stat and stat[0] not in ("Z", "X"):
+                found.append(pid)
+    return found
+
+
+def reap_any() -> List[Tuple[int, int]]:
+    """Reap every exited child without blocking: ``[(pid, status), ...]``."""
+    reaped = []
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped
+        except OSError as exc:  # pragma: no cover - EINTR is retried by Python 3.5+
+            if exc.errno == errno.EINTR:
+                continue
+            raise
+        if pid == 0:
+            return reaped
+        reaped.append((pid, status))
+
+
+def decode_status(status: int) -> Tuple[Optional[int], Optional[str]]:
+    """``(exit_code, signal_name)``: one of the two is None."""
+    if os.WIFSIGNALED(status):
+        return None, signal_name(os.WTERMSIG(status))
+    return os.WEXITSTATUS(status), None

@@ -1,0 +1,187 @@
+"""The command line: ``npulaunch run | plan | check``. The only module that prints errors or
+chooses the process's exit code. Heavy modules are imported inside the commands, so
+``npulaunch --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import uuid
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from . import __version__
+from .errors import ConfigError, ConfigProblem, NpulaunchError, UsageError
+
+EXIT_USAGE = 2
+
+DESCRIPTION = """\
+Launch distributed TensorFlow training on Ascend NPUs: one process per NPU ("rank"),
+each with its Ascend environment, logs per rank, and the whole job stopped the moment
+one rank fails."""
+
+EPILOG = """\
+examples:
+  npulaunch run cluster_configs/local-4.yaml
+  npulaunch run --nproc-per-node 4 -- python3 train.py --epochs 3
+  npulaunch plan cluster_configs/server-8npu.yaml --json
+exit codes: 0 all ranks succeeded; 1 a rank failed; 2 bad configuration or usage
+(nothing started); 128+N npulaunch was stopped by signal N."""
+
+
+def _add_job_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", nargs="?", help="cluster YAML file (optional when a command follows '--')")
+    parser.add_argument("--nproc-per-node", type=int, metavar="N",
+                        help="ranks per host: devices 0..N-1 (overrides hosts[].devices)")
+    parser.add_argument("--devices", metavar="IDS", help="comma-separated device ids, e.g. 0,1,2,3")
+    parser.add_argument("--log-dir", metavar="DIR", help="where job directories are created (job.log_dir)")
+    parser.add_argument("--job-id", metavar="ID", help="JOB_ID and job directory name (job.id)")
+    parser.add_argument("--grace-period", type=float, metavar="S",
+                        help="seconds between SIGTERM and SIGKILL when stopping ranks (job.grace_period_s)")
+    parser.add_argument("--console", choices=("all", "rank0", "none"), help="which ranks' output to show")
+    parser.add_argument("--rank-table", choices=("auto", "required", "none"), help="HCCL rank table policy")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="npulaunch", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"npulaunch {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = commands.add_parser("run", help="start the job and watch it until it ends",
+                              description="Start every rank, watch them, stop all on the first failure.")
+    _add_job_flags(run)
+    plan = commands.add_parser("plan", help="show what would run: ranks, devices, environment",
+                               description="Print the launch plan without starting anything.")
+    _add_job_flags(plan)
+    plan.add_argument("--json", action="store_true", help="the full plan as JSON (environments included)")
+    check = commands.add_parser("check", help="validate the configuration and this host; start nothing",
+                                description="Validate, plan and check this host; exit 0 or 2.")
+    _add_job_flags(check)
+    return parser
+
+
+def _parse_devices(text: str) -> Tuple[int, ...]:
+    try:
+        ids = tuple(int(part) for part in text.split(",") if part.strip() != "")
+    except ValueError:
+        ids = ()
+    if not ids or len(set(ids)) != len(ids) or any(i < 0 or i > 63 for i in ids):
+        raise ConfigError([ConfigProblem("command line", None, "--devices", repr(text),
+                                         "distinct device ids 0-63 separated by commas, e.g. 0,1,2,3")])
+    return ids
+
+
+def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
+    from .config import ConsoleMode, Overrides, RankTableMode
+
+    problems = []
+    if args.nproc_per_node is not None and not 1 <= args.nproc_per_node <= 64:
+        problems.append(ConfigProblem("command line", None, "--nproc-per-node", str(args.nproc_per_node),
+                                      "an integer from 1 to 64"))
+    if args.grace_period is not None and not 0 <= args.grace_period <= 3600:
+        problems.append(ConfigProblem("command line", None, "--grace-period", str(args.grace_period),
+                                      "seconds from 0 to 3600"))
+    if args.nproc_per_node is not None and args.devices is not None:
+        problems.append(ConfigProblem("command line", None, "--devices", "both --devices and --nproc-per-node",
+                                      "one of them"))
+    if command is not None and not command:
+        problems.append(ConfigProblem("command line", None, "--", "nothing after '--'", "the command to run"))
+    if problems:
+        raise ConfigError(problems)
+    return Overrides(
+        command=tuple(command) if command else None, nproc_per_node=args.nproc_per_node,
+        devices=_parse_devices(args.devices) if args.devices is not None else None, log_dir=args.log_dir,
+        job_id=args.job_id, grace_period_s=args.grace_period,
+        console=ConsoleMode(args.console) if args.console else None,
+        rank_table=RankTableMode(args.rank_table) if args.rank_table else None)
+
+
+def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
+    """Config -> plan, the steps shared by run, plan and check."""
+    import time
+
+    from .config import config_from_cli, load_config
+    from .discovery import discover_device_ips, discover_devices
+    from .plan import Discovery, build_plan, default_job_id
+
+    overrides = _overrides(args, command)
+    if args.config:
+        config = load_config(args.config, overrides)
+    else:
+        config = config_from_cli(overrides, os.getcwd())
+    if overrides.job_id is not None:
+        job_id, source = overrides.job_id, "cli"
+    elif config.job.id is not None:
+        job_id, source = config.job.id, "yaml"
+    else:
+        job_id = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
+        source = "default (job.name and the time)"
+    discovery = Discovery(devices=lambda: [chip.logical_id for chip in discover_devices()],
+                          device_ips=discover_device_ips)
+    return build_plan(config, job_id, uuid.uuid4().hex, discovery, job_id_source=source)
+
+
+def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
+    from .plan import LOCAL_HOST_NAMES
+    from .planview import render_plan_json, render_plan_table
+
+    plan = _prepare(args, command)
+    if args.json:
+        inherited = {host: dict(os.environ) for host in plan.hosts if host in LOCAL_HOST_NAMES}
+        sys.stdout.write(render_plan_json(plan, inherited))
+    else:
+        sys.stdout.write(render_plan_table(plan))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
+    from .preflight import check_local
+
+    plan = _prepare(args, command)
+    if plan.is_local_only():
+        check_local(plan, os.environ)
+    for note in plan.notes:
+        print(f"note: {note}")
+    print(f"ok: {plan.world_size} ranks on {len(plan.hosts)} host(s); nothing was started")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
+    from .console import Console
+    from .preflight import check_local
+    from .supervisor import LocalSupervisor
+
+    plan = _prepare(args, command)
+    if not plan.is_local_only():
+        raise UsageError("this plan has remote hosts (" + ", ".join(plan.hosts) + "); launching over SSH is "
+                         "not available yet: use 'npulaunch plan' or 'npulaunch check' on it")
+    check_local(plan, os.environ)
+    console = Console(plan.console)
+    for note in plan.notes:
+        console.message(f"note: {note}")
+    return LocalSupervisor(plan, console).run().exit_code
+
+
+COMMANDS: Dict[str, Callable[[argparse.Namespace, Optional[List[str]]], int]] = {
+    "run": cmd_run, "plan": cmd_plan, "check": cmd_check}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    command: Optional[List[str]] = None
+    if "--" in words:
+        split = words.index("--")
+        words, command = words[:split], words[split + 1:]
+    parser = build_parser()
+    args = parser.parse_args(words)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return COMMANDS[args.command](args, command)
+    except NpulaunchError as exc:
+        sys.stderr.write(f"npulaunch: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:  # before any rank started: nothing to stop
+        return 130

@@ -1,0 +1,450 @@
+"""The cluster YAML (version 1) as a validated ClusterConfig, plus command-line overrides.
+
+config <- yamlsource: this layer checks shapes, types and ranges and resolves paths; it never
+looks at devices or the machine (that is the plan's job) and never starts anything.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import os
+import re
+import shlex
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from .errors import ConfigError, ConfigProblem
+from .yamlsource import YamlDocument, YamlPath, load_yaml_file, render_path
+
+MAX_DEVICE_ID = 63
+DEFAULT_GRACE_PERIOD_S = 5.0
+DEFAULT_LOG_DIR = "npulaunch-logs"
+FORWARDABLE_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGWINCH")
+JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+HOST_PATTERN = re.compile(r"^[A-Za-z0-9_.:%-]+$")
+
+
+class RankTableMode(str, Enum):
+    AUTO = "auto"  # write one when device IPs are known; required for more than one host
+    REQUIRED = "required"  # refuse to start without one
+    NONE = "none"  # never write one (single-host jobs, or rank-table-free set-ups)
+
+
+class ConsoleMode(str, Enum):
+    ALL = "all"
+    RANK0 = "rank0"
+    NONE = "none"
+
+
+ALL_DEVICES = "all"
+Devices = Union[Tuple[int, ...], str]  # a tuple of logical ids, or ALL_DEVICES
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    host: str
+    devices: Devices
+    device_ips: Optional[Tuple[str, ...]] = None
+    path: YamlPath = ()  # where the entry is in the YAML, for later errors
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    name: str
+    command: Tuple[str, ...]
+    workdir: str  # absolute
+    log_dir: str  # absolute
+    id: Optional[str] = None
+    grace_period_s: float = DEFAULT_GRACE_PERIOD_S
+    console: ConsoleMode = ConsoleMode.ALL
+    forward_signals: Tuple[str, ...] = ("SIGUSR1", "SIGUSR2")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """The validated cluster description. ``sources`` says where each overridable value came from."""
+
+    source: str  # the YAML file, or "command line"
+    job: JobConfig
+    hosts: Tuple[HostConfig, ...]
+    env: Dict[str, Optional[str]]  # None removes an inherited variable
+    session_options: Dict[str, Any]
+    rank_table: RankTableMode = RankTableMode.AUTO
+    sources: Dict[str, str] = field(default_factory=dict)  # "job.command" -> "yaml" | "cli" | "default"
+    document: Optional[YamlDocument] = None
+
+    def problem(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> ConfigProblem:
+        """A problem located in this config's YAML (or on the command line)."""
+        line = self.document.line_of(path) if self.document else None
+        return ConfigProblem(self.source, line, render_path(path), found, allowed, hint)
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line values that replace the YAML's (``None`` = not given)."""
+
+    command: Optional[Tuple[str, ...]] = None
+    nproc_per_node: Optional[int] = None
+    devices: Optional[Tuple[int, ...]] = None
+    log_dir: Optional[str] = None
+    job_id: Optional[str] = None
+    grace_period_s: Optional[float] = None
+    console: Optional[ConsoleMode] = None
+    rank_table: Optional[RankTableMode] = None
+
+
+TOP_KEYS = ("version", "job", "hosts", "env", "session_options", "rank_table")
+JOB_KEYS = ("name", "id", "command", "workdir", "log_dir", "grace_period_s", "console", "forward_signals")
+HOST_KEYS = ("host", "devices", "device_ips")
+
+
+def describe(value: Any) -> str:
+    """How a found value is shown in messages: the value and its YAML type."""
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+             list: "a list", dict: "a mapping", type(None): "null"}
+    kind = kinds.get(type(value), type(value).__name__)
+    if isinstance(value, (dict, list)):
+        return kind
+    text = repr(value)
+    return f"{text[:60]}... ({kind})" if len(text) > 60 else f"{text} ({kind})"
+
+
+class _Checker:
+    """Collects every problem of one document so the user sees them all at once."""
+
+    def __init__(self, doc: YamlDocument) -> None:
+        self.doc = doc
+        self.problems: List[ConfigProblem] = []
+
+    def add(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> None:
+        self.problems.append(ConfigProblem(self.doc.source, self.doc.line_of(path), render_path(path),
+                                           found, allowed, hint))
+
+    def mapping(self, value: Any, path: YamlPath, keys: Sequence[str]) -> Dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.add(path, describe(value), "a mapping with keys " + ", ".join(keys))
+            return {}
+        for key in value:
+            if key not in keys:
+                close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}?" if close else ""
+                self.add(path + (key,), f"unknown key {key!r}", ", ".join(keys), hint)
+        return value
+
+    def string(self, value: Any, path: YamlPath, allowed: str = "a string", hint: str = "") -> Optional[str]:
+        if isinstance(value, str) and value:
+            return value
+        self.add(path, describe(value), allowed, hint)
+        return None
+
+    def choice(self, value: Any, path: YamlPath, enum: Any) -> Any:
+        choices = [m.value for m in enum]
+        if isinstance(value, str) and value in choices:
+            return enum(value)
+        close = difflib.get_close_matches(str(value), choices, n=1) if isinstance(value, str) else []
+        self.add(path, describe(value), "one of " + ", ".join(choices), f"did you mean {close[0]!r}?" if close else "")
+        return None
+
+    def number(self, value: Any, path: YamlPath, low: float, high: float) -> Optional[float]:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high:
+            return float(value)
+        self.add(path, describe(value), f"a number of seconds from {low:g} to {high:g}")
+        return None
+
+
+def load_config(path: str, overrides: Overrides = Overrides()) -> ClusterConfig:
+    """Read, validate and resolve a cluster YAML file, then apply command-line overrides."""
+    doc = load_yaml_file(path)
+    config = parse_config(doc, base_dir=os.path.dirname(os.path.abspath(path)))
+    return apply_overrides(config, overrides)
+
+
+def config_from_cli(overrides: Overrides, cwd: str) -> ClusterConfig:
+    """A one-host config built from flags alone (``npulaunch run --nproc-per-node 4 -- cmd``)."""
+    if not overrides.command:
+        raise ConfigError([ConfigProblem("command line", None, "command", "no command",
+                                         "a command after '--', or a cluster YAML file",
+                                         "e.g. npulaunch run --nproc-per-node 4 -- python3 train.py")])
+    job = JobConfig(name="job", command=overrides.command, workdir=cwd,
+                    log_dir=os.path.join(cwd, DEFAULT_LOG_DIR))
+    config = ClusterConfig(source="command line", job=job,
+                           hosts=(HostConfig("localhost", ALL_DEVICES),), env={}, session_options={},
+                           sources={key: "default" for key in ("job.log_dir", "hosts[0].devices")})
+    return apply_overrides(config, overrides)
+
+
+def parse_config(doc: YamlDocument, base_dir: str) -> ClusterConfig:
+    """Validate a parsed YAML document. Relative paths are resolved against ``base_dir``."""
+    check = _Checker(doc)
+    top = check.mapping(doc.value, (), TOP_KEYS)
+    if doc.value is None:
+        check.add((), "an empty file", "a mapping with at least job.command")
+    if "version" in top and top["version"] != 1:
+        check.add(("version",), describe(top["version"]), "1")
+    job = _parse_job(check, top.get("job"), base_dir, doc.source)
+    hosts = _parse_hosts(check, top.get("hosts"))
+    env = _parse_env(check, top.get("env"))
+    options = _parse_session_options(check, top.get("session_options"))
+    rank_table = RankTableMode.AUTO
+    if "rank_table" in top:
+        rank_table = check.choice(top["rank_table"], ("rank_table",), RankTableMode) or RankTableMode.AUTO
+    if check.problems:
+        raise ConfigError(check.problems)
+    assert job is not None
+    sources = {key: ("yaml" if present else "default") for key, present in (
+        ("job.command", True), ("job.log_dir", "log_dir" in (top.get("job") or {})),
+        ("job.grace_period_s", "grace_period_s" in (top.get("job") or {})),
+        ("rank_table", "rank_table" in top))}
+    for index, entry in enumerate(top.get("hosts") or [{}]):
+        given = isinstance(entry, dict) and "devices" in entry
+        sources[f"hosts[{index}].devices"] = "yaml" if given else "default"
+    return ClusterConfig(source=doc.source, job=job, hosts=hosts, env=env, session_options=options,
+                         rank_table=rank_table, sources=sources, document=doc)
+
+
+def _parse_job(check: _Checker, value: Any, base_dir: str, source: str) -> Optional[JobConfig]:
+    path: YamlPath = ("job",)
+    if value is None:
+        check.add(path, "no job section", "a mapping with at least 'command'")
+        return None
+    job = check.mapping(value, path, JOB_KEYS)
+    default_name = re.sub(r"[^A-Za-z0-9_-]", "-", os.path.splitext(os.path.basename(source))[0]) or "job"
+    name = default_name
+    if "name" in job:
+        name = check.string(job["name"], path + ("name",), "letters, digits, '-' and '_'") or name
+        if not JOB_ID_PATTERN.match(name):
+            check.add(path + ("name",), describe(name), "letters, digits, '-' and '_'",
+                      "the name becomes part of JOB_ID, which CANN restricts to these characters")
+    job_id = None
+    if "id" in job:
+        job_id = validate_job_id(job["id"], lambda found, allowed, hint: check.add(path + ("id",), found, allowed, hint))
+    command = _parse_command(check, job.get("command"), path + ("command",))
+    workdir = _parse_dir(check, job.get("workdir", "."), path + ("workdir",), base_dir)
+    log_dir = _parse_dir(check, job.get("log_dir", DEFAULT_LOG_DIR), path + ("log_dir",), base_dir)
+    grace = DEFAULT_GRACE_PERIOD_S
+    if "grace_period_s" in job:
+        grace = check.number(job["grace_period_s"], path + ("grace_period_s",), 0, 3600) or grace
+    console = ConsoleMode.ALL
+    if "console" in job:
+        console = check.choice(job["console"], path + ("console",), ConsoleMode) or console
+    signals: Tuple[str, ...] = ("SIGUSR1", "SIGUSR2")
+    if "forward_signals" in job:
+        signals = _parse_signals(check, job["forward_signals"], path + ("forward_signals",))
+    if command is None or workdir is None or log_dir is None:
+        return None
+    return JobConfig(name=name, id=job_id, command=command, workdir=workdir, log_dir=log_dir,
+                     grace_period_s=grace, console=console, forward_signals=signals)
+
+
+def validate_job_id(value: Any, report: Callable[[str, str, str], None]) -> Optional[str]:
+    """CANN's JOB_ID rule: letters, digits, '-' and '_'; not a pure number starting with 0."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    allowed = "letters, digits, '-' and '_', not a number with a leading 0"
+    if not isinstance(value, str) or not JOB_ID_PATTERN.match(value):
+        report(describe(value), allowed, "CANN restricts JOB_ID to these characters")
+        return None
+    if value.isdigit() and value.startswith("0"):
+        report(describe(value), allowed, "CANN advises against a pure number starting with 0")
+        return None
+    return value
+
+
+def _parse_command(check: _Checker, value: Any, path: YamlPath) -> Optional[Tuple[str, ...]]:
+    allowed = "a non-empty list of strings, or one string split like a shell would"
+    if isinstance(value, str):
+        try:
+            argv = shlex.split(value)
+        except ValueError as exc:
+            check.add(path, describe(value), allowed, f"shlex could not split it: {exc}")
+            return None
+        if argv:
+            return tuple(argv)
+    elif isinstance(value, list) and value:
+        bad = [i for i, item in enumerate(value) if not isinstance(item, str)]
+        for i in bad:
+            check.add(path + (i,), describe(value[i]), "a string", f'quote it: "{value[i]}"')
+        return None if bad else tuple(value)
+    check.add(path, describe(value), allowed)
+    return None
+
+
+def _parse_dir(check: _Checker, value: Any, path: YamlPath, base_dir: str) -> Optional[str]:
+    text = check.string(value, path, "a directory path (relative paths start at the YAML file's directory)")
+    if text is None:
+        return None
+    return os.path.normpath(os.path.join(base_dir, os.path.expanduser(text)))
+
+
+def _parse_signals(check: _Checker, value: Any, path: YamlPath) -> Tuple[str, ...]:
+    if not isinstance(value, list):
+        check.add(path, describe(value), "a list of " + ", ".join(FORWARDABLE_SIGNALS) + " (may be empty)")
+        return ()
+    names = []
+    for i, item in enumerate(value):
+        name = item.upper() if isinstance(item, str) else item
+        if isinstance(name, str) and not name.startswith("SIG"):
+            name = "SIG" + name
+        if name not in FORWARDABLE_SIGNALS:
+            check.add(path + (i,), describe(item), "one of " + ", ".join(FORWARDABLE_SIGNALS))
+        else:
+            names.append(name)
+    return tuple(names)
+
+
+def _parse_hosts(check: _Checker, value: Any) -> Tuple[HostConfig, ...]:
+    if value is None:
+        return (HostConfig("localhost", ALL_DEVICES, None, ("hosts",)),)
+    if not isinstance(value, list) or not value:
+        check.add(("hosts",), describe(value), "a non-empty list of {host, devices, device_ips} entries")
+        return ()
+    hosts = []
+    seen: Dict[str, int] = {}
+    for index, entry in enumerate(value):
+        path: YamlPath = ("hosts", index)
+        if isinstance(entry, str):
+            entry = {"host": entry}
+        item = check.mapping(entry, path, HOST_KEYS)
+        if not item:
+            continue
+        name = check.string(item.get("host"), path + ("host",), "a host name or address")
+        if name is not None and not HOST_PATTERN.match(name):
+            check.add(path + ("host",), describe(name), "a host name or address (letters, digits, . - _ :)")
+            name = None
+        if name is not None:
+            if name in seen:
+                check.add(path + ("host",), describe(name), "each host once", f"also hosts[{seen[name]}]")
+            seen[name] = index
+        devices = _parse_devices(check, item.get("devices", ALL_DEVICES), path + ("devices",))
+        ips = _parse_device_ips(check, item.get("device_ips"), path + ("device_ips",), devices)
+        if name is not None and devices is not None:
+            hosts.append(HostConfig(name, devices, ips, path))
+    return tuple(hosts)
+
+
+def _parse_devices(check: _Checker, value: Any, path: YamlPath) -> Optional[Devices]:
+    allowed = f"a list of device ids 0-{MAX_DEVICE_ID}, a count 1-{MAX_DEVICE_ID + 1}, or \"all\""
+    if value == ALL_DEVICES:
+        return ALL_DEVICES
+    if isinstance(value, int) and not isinstance(value, bool):
+        if 1 <= value <= MAX_DEVICE_ID + 1:
+            return tuple(range(value))
+        check.add(path, describe(value), allowed)
+        return None
+    if isinstance(value, list) and value:
+        ids: List[int] = []
+        for i, item in enumerate(value):
+            if not isinstance(item, int) or isinstance(item, bool) or not 0 <= item <= MAX_DEVICE_ID:
+                check.add(path + (i,), describe(item), f"a device id 0-{MAX_DEVICE_ID}")
+            elif item in ids:
+                check.add(path + (i,), describe(item), "each device once", f"also {render_path(path + (ids.index(item),))}")
+            else:
+                ids.append(item)
+        return tuple(ids) if len(ids) == len(value) else None
+    check.add(path, describe(value), allowed)
+    return None
+
+
+def _parse_device_ips(check: _Checker, value: Any, path: YamlPath,
+                      devices: Optional[Devices]) -> Optional[Tuple[str, ...]]:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value:
+        check.add(path, describe(value), "a list of IPv4 addresses, one per device")
+        return None
+    ips: List[str] = []
+    for i, item in enumerate(value):
+        try:
+            ips.append(str(ipaddress.IPv4Address(item)))
+        except (ipaddress.AddressValueError, ValueError):
+            check.add(path + (i,), describe(item), "an IPv4 address such as 192.168.100.101")
+    if len(ips) != len(value):
+        return None
+    if len(set(ips)) != len(ips):
+        check.add(path, "a repeated address", "one distinct address per device")
+        return None
+    if isinstance(devices, tuple) and len(ips) != len(devices):
+        check.add(path, f"{len(ips)} addresses", f"{len(devices)}, one per device in devices")
+        return None
+    return tuple(ips)
+
+
+def _parse_env(check: _Checker, value: Any) -> Dict[str, Optional[str]]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        check.add(("env",), describe(value), "a mapping of variable names to values")
+        return {}
+    env: Dict[str, Optional[str]] = {}
+    for name, item in value.items():
+        path: YamlPath = ("env", name)
+        if not ENV_NAME_PATTERN.match(name):
+            check.add(path, f"variable name {name!r}", "letters, digits and '_', not starting with a digit")
+        elif isinstance(item, bool):
+            check.add(path, describe(item), "a string or a number",
+                      "YAML reads yes/no/on/off/true/false as booleans: quote the value")
+        elif item is None or isinstance(item, str):
+            env[name] = item
+        elif isinstance(item, (int, float)):
+            env[name] = str(item)
+        else:
+            check.add(path, describe(item), "a string, a number, or null (removes an inherited variable)")
+    return env
+
+
+def _parse_session_options(check: _Checker, value: Any) -> Dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        check.add(("session_options",), describe(value), "a mapping of TF Adapter option names to values")
+        return {}
+    options: Dict[str, Any] = {}
+    for name, item in value.items():
+        if not re.match(r"^[a-z][a-z0-9_]*$", name):
+            check.add(("session_options", name), f"option name {name!r}", "lower-case TF Adapter option names")
+        elif item is None:
+            check.add(("session_options", name), "null", "a value (remove the key to keep the default)")
+        else:
+            options[name] = item
+    return options
+
+
+def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
+    """Command-line flags win over the YAML; ``sources`` records which values they replaced."""
+    job, hosts, sources = config.job, config.hosts, dict(config.sources)
+    job_changes: Dict[str, Any] = {}
+    for attr, key in (("command", "command"), ("log_dir", "log_dir"), ("job_id", "id"),
+                      ("grace_period_s", "grace_period_s"), ("console", "console")):
+        value = getattr(flags, attr)
+        if value is not None:
+            job_changes[key] = os.path.abspath(value) if attr == "log_dir" else value
+            sources[f"job.{key}"] = "cli"
+    if job_changes:
+        job = replace(job, **job_changes)
+    devices: Optional[Tuple[int, ...]] = flags.devices
+    if devices is None and flags.nproc_per_node is not None:
+        devices = tuple(range(flags.nproc_per_node))
+    if devices is not None:
+        hosts = tuple(_with_devices(host, devices) for host in hosts)
+        for index in range(len(hosts)):
+            sources[f"hosts[{index}].devices"] = "cli"
+    rank_table = config.rank_table
+    if flags.rank_table is not None:
+        rank_table, sources["rank_table"] = flags.rank_table, "cli"
+    return replace(config, job=job, hosts=hosts, rank_table=rank_table, sources=sources)
+
+
+def _with_devices(host: HostConfig, devices: Tuple[int, ...]) -> HostConfig:
+    """Device IPs belong to device ids: keep those of the devices still selected."""
+    ips = None
+    if host.device_ips and isinstance(host.devices, tuple):
+        by_device = dict(zip(host.devices, host.device_ips))
+        if all(d in by_device for d in devices):
+            ips = tuple(by_device[d] for d in devices)
+    return replace(host, devices=devices, device_ips=ips)
+

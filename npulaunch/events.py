@@ -1,0 +1,62 @@
+"""Events: the one channel from agents to the supervisor, as JSON lines.
+
+Standard library only, Python 3.7+ (agents emit these on compute hosts). A leaf: it knows the
+vocabulary of events, not what anyone does with them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Dict, Optional
+
+
+class EventKind(str, Enum):
+    JOB_STARTED = "job_started"
+    RANK_STARTED = "rank_started"
+    RANK_SPAWN_FAILED = "rank_spawn_failed"
+    RANK_EXITED = "rank_exited"
+    STOP_REQUESTED = "stop_requested"
+    SIGNAL_RECEIVED = "signal_received"
+    SIGNAL_FORWARDED = "signal_forwarded"
+    KILL_ESCALATED = "kill_escalated"
+    STRAYS_KILLED = "strays_killed"
+    JOB_FINISHED = "job_finished"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing that happened; ``time`` is wall-clock seconds since the epoch."""
+
+    kind: EventKind
+    job_id: str
+    host: str
+    rank: Optional[int] = None
+    data: Dict[str, Any] = field(default_factory=dict)
+    time: float = field(default_factory=time.time)
+
+    def to_json(self) -> str:
+        record = {
+            "kind": self.kind.value,
+            "time": round(self.time, 6),
+            "job_id": self.job_id,
+            "host": self.host,
+            "rank": self.rank,
+        }
+        record.update(self.data)
+        return json.dumps(record, sort_keys=False, default=str)
+
+    @classmethod
+    def from_json(cls, line: str) -> "Event":
+        record = json.loads(line)
+        kind = EventKind(record.pop("kind"))
+        return cls(
+            kind=kind,
+            time=record.pop("time"),
+            job_id=record.pop("job_id"),
+            host=record.pop("host"),
+            rank=record.pop("rank"),
+            data=record,
+        )

@@ -1,0 +1,185 @@
+"""build_plan: ClusterConfig (+ job id, discovery results) -> LaunchPlan, one RankSpec per rank.
+
+Pure and deterministic: the same inputs give the same plan on every node. Discovery is passed
+in as data-returning callables; nothing here spawns ranks or writes files.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from .config import ALL_DEVICES, ClusterConfig, ConsoleMode, HostConfig, RankTableMode, validate_job_id
+from .errors import ConfigError, ConfigProblem, PlanError
+from .rankenv import RankContext, build_rank_env, env_problems
+from .ranktable import RANK_TABLE_FILENAME, build_rank_table, rank_table_problems
+from .spec import HostPlan, RankSpec
+
+LOCAL_HOST_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """How the plan learns about this host's NPUs; replaced by stand-ins in tests."""
+
+    devices: Callable[[], Sequence[int]]  # logical ids of this host's devices
+    device_ips: Callable[[Sequence[int]], Optional[Sequence[str]]]  # None when unknown
+    local_names: Tuple[str, ...] = LOCAL_HOST_NAMES
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    job_id: str
+    job_uuid: str
+    job_name: str
+    job_dir: str
+    config_source: str
+    world_size: int
+    hosts: Tuple[str, ...]
+    ranks: Tuple[RankSpec, ...]
+    rank_table: Optional[Dict[str, Any]]
+    rank_table_path: Optional[str]
+    grace_period_s: float
+    console: ConsoleMode
+    forward_signals: Tuple[str, ...]
+    sources: Dict[str, str] = field(default_factory=dict)  # "job_id" -> "cli", "hosts[0].devices" -> ...
+    notes: Tuple[str, ...] = ()  # decisions the user should know about (printed by plan/check/run)
+
+    def host_plan(self, node_rank: int) -> HostPlan:
+        """The share of one host's agent."""
+        return HostPlan(job_id=self.job_id, job_uuid=self.job_uuid, host=self.hosts[node_rank],
+                        node_rank=node_rank, job_dir=self.job_dir, grace_period_s=self.grace_period_s,
+                        forward_signals=self.forward_signals,
+                        ranks=tuple(r for r in self.ranks if r.node_rank == node_rank))
+
+    def is_local_only(self, local_names: Sequence[str] = LOCAL_HOST_NAMES) -> bool:
+        return all(host in local_names for host in self.hosts)
+
+
+def default_job_id(name: str, now: float, exists: Callable[[str], bool], log_dir: str) -> str:
+    """``<name>-<YYYYmmdd-HHMMSS>``, with ``-2``, ``-3``... when that job directory already exists."""
+    base = f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}"
+    candidate, suffix = base, 1
+    while exists(os.path.join(log_dir, candidate)):
+        suffix += 1
+        candidate = f"{base}-{suffix}"
+    return candidate
+
+
+def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Discovery,
+               job_id_source: str = "default") -> LaunchPlan:
+    """Expand the config into ranks. Raises ConfigError/PlanError; never starts anything."""
+    problems: List[ConfigProblem] = []
+    validate_job_id(job_id, lambda found, allowed, hint: problems.append(
+        config.problem(("job", "id"), found, allowed, hint)))
+    for name, found, allowed, hint in env_problems(config.env):
+        problems.append(config.problem(("env", name), found, allowed, hint))
+    if problems:
+        raise ConfigError(problems)
+
+    sources: Dict[str, str] = {"job_id": job_id_source}
+    sources.update(config.sources)
+    notes: List[str] = []
+    devices_by_host = [_resolve_devices(config, index, host, discovery, sources)
+                       for index, host in enumerate(config.hosts)]
+    ips_by_host = [_resolve_ips(host, devices, discovery, sources, index)
+                   for index, (host, devices) in enumerate(zip(config.hosts, devices_by_host))]
+
+    job_dir = os.path.join(config.job.log_dir, job_id)
+    table, table_path = _decide_rank_table(config, devices_by_host, ips_by_host, job_dir, notes)
+    world_size = sum(len(devices) for devices in devices_by_host)
+    ranks: List[RankSpec] = []
+    for node_rank, (host, devices) in enumerate(zip(config.hosts, devices_by_host)):
+        for local_rank, device_id in enumerate(devices):
+            ranks.append(_rank_spec(config, job_id, job_uuid, job_dir, table_path, host.host, node_rank,
+                                    len(ranks), local_rank, len(devices), world_size, device_id))
+    return LaunchPlan(job_id=job_id, job_uuid=job_uuid, job_name=config.job.name, job_dir=job_dir,
+                      config_source=config.source, world_size=world_size,
+                      hosts=tuple(h.host for h in config.hosts), ranks=tuple(ranks), rank_table=table,
+                      rank_table_path=table_path, grace_period_s=config.job.grace_period_s,
+                      console=config.job.console, forward_signals=config.job.forward_signals,
+                      sources=sources, notes=tuple(notes))
+
+
+def _rank_spec(config: ClusterConfig, job_id: str, job_uuid: str, job_dir: str, table_path: Optional[str],
+               host: str, node_rank: int, rank: int, local_rank: int, local_world_size: int,
+               world_size: int, device_id: int) -> RankSpec:
+    rank_dir = os.path.join(job_dir, f"rank-{rank}")
+    plog_dir = os.path.join(rank_dir, "ascend")
+    ctx = RankContext(rank=rank, local_rank=local_rank, world_size=world_size,
+                      local_world_size=local_world_size, node_rank=node_rank, host=host, device_id=device_id,
+                      job_id=job_id, job_uuid=job_uuid, job_dir=job_dir, rank_dir=rank_dir, plog_dir=plog_dir,
+                      rank_table_path=table_path, session_options=config.session_options)
+    env, unset, env_sources = build_rank_env(ctx, config.env)
+    return RankSpec(rank=rank, local_rank=local_rank, world_size=world_size, host=host, node_rank=node_rank,
+                    device_id=device_id, argv=config.job.command, cwd=config.job.workdir, env=env,
+                    env_unset=unset, env_sources=env_sources, session_options=dict(config.session_options),
+                    rank_dir=rank_dir, stdout_path=os.path.join(rank_dir, "stdout.log"),
+                    stderr_path=os.path.join(rank_dir, "stderr.log"), plog_dir=plog_dir)
+
+
+def _resolve_devices(config: ClusterConfig, index: int, host: HostConfig, discovery: Discovery,
+                     sources: Dict[str, str]) -> Tuple[int, ...]:
+    if host.devices != ALL_DEVICES:
+        return tuple(host.devices)
+    key = f"hosts[{index}].devices"
+    if host.host not in discovery.local_names:
+        raise ConfigError([config.problem(host.path + ("devices",), '"all" on a remote host',
+                                          "a list of device ids or a count for remote hosts",
+                                          "remote discovery happens in the SSH preflight")])
+    try:
+        found = tuple(discovery.devices())
+    except PlanError as exc:
+        raise ConfigError([config.problem(host.path + ("devices",), '"all"', "a list of device ids or a count",
+                                          str(exc))]) from None
+    sources[key] = "discovery (npu-smi info)"
+    return found
+
+
+def _resolve_ips(host: HostConfig, devices: Tuple[int, ...], discovery: Discovery,
+                 sources: Dict[str, str], index: int) -> Optional[Tuple[str, ...]]:
+    if host.device_ips is not None:
+        sources[f"hosts[{index}].device_ips"] = "yaml"
+        return host.device_ips
+    if host.host in discovery.local_names:
+        found = discovery.device_ips(devices)
+        if found is not None:
+            sources[f"hosts[{index}].device_ips"] = "discovery (hccn_tool)"
+            return tuple(found)
+    return None
+
+
+def _decide_rank_table(config: ClusterConfig, devices_by_host: Sequence[Tuple[int, ...]],
+                       ips_by_host: Sequence[Optional[Tuple[str, ...]]], job_dir: str,
+                       notes: List[str]) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+    mode = config.rank_table
+    if mode is RankTableMode.NONE:
+        notes.append("no rank table (rank_table: none): RANK_TABLE_FILE is not set")
+        return None, None
+    missing = [config.hosts[i].host for i, ips in enumerate(ips_by_host) if ips is None]
+    if missing:
+        if mode is RankTableMode.REQUIRED or len(config.hosts) > 1:
+            why = "rank_table: required" if mode is RankTableMode.REQUIRED else "a job on several hosts"
+            path = config.hosts[ips_by_host.index(None)].path + ("device_ips",)
+            raise ConfigError([config.problem(path, "no device IPs for " + ", ".join(missing),
+                                              "device_ips for every host (or hccn_tool on the host)",
+                                              f"{why} needs an HCCL rank table, which needs every NPU's IP")])
+        notes.append("no rank table: device IPs unknown (no device_ips in the YAML, no hccn_tool); "
+                     "a single-host job runs without one (rank_table: auto)")
+        return None, None
+    servers = []
+    rank = 0
+    for host, devices, ips in zip(config.hosts, devices_by_host, ips_by_host):
+        assert ips is not None
+        if len(ips) != len(devices):
+            raise ConfigError([config.problem(host.path + ("device_ips",), f"{len(ips)} addresses",
+                                              f"{len(devices)}, one per device")])
+        servers.append((host.host, [(d, ip, rank + i) for i, (d, ip) in enumerate(zip(devices, ips))]))
+        rank += len(devices)
+    table = build_rank_table(servers)
+    problems = rank_table_problems(table)
+    if problems:
+        raise PlanError("the rank table would be invalid: " + "; ".join(problems))
+    return table, os.path.join(job_dir, RANK_TABLE_FILENAME)

@@ -1,0 +1,74 @@
+"""Show a LaunchPlan: the per-rank table for people, JSON for tools and for plan.json.
+
+Pure rendering. Secrets (names containing TOKEN, PASSWORD, SECRET, KEY, ...) are redacted in
+everything shown or written.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Mapping, Tuple
+
+from .plan import LaunchPlan
+from .rankenv import redact_env
+from .spec import RankSpec
+
+
+def complete_env(spec: RankSpec, inherited: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """The environment the rank will get and where each variable came from."""
+    env = {k: v for k, v in inherited.items() if k not in spec.env_unset}
+    sources = {k: "inherited" for k in env}
+    for name, value in spec.env.items():
+        source = spec.env_sources.get(name, "launcher")
+        if name in inherited and inherited[name] != value:
+            source += " (replaces the inherited value)"
+        env[name], sources[name] = value, source
+    return dict(sorted(env.items())), dict(sorted(sources.items()))
+
+
+def plan_to_dict(plan: LaunchPlan, inherited_by_host: Mapping[str, Mapping[str, str]]) -> Dict[str, Any]:
+    """The full plan as JSON-ready data. Hosts missing from ``inherited_by_host`` show only
+    what npulaunch sets (their own environment is read on the host at start)."""
+    ranks: List[Dict[str, Any]] = []
+    for spec in plan.ranks:
+        env, sources = complete_env(spec, inherited_by_host.get(spec.host, {}))
+        ranks.append({
+            "rank": spec.rank, "local_rank": spec.local_rank, "world_size": spec.world_size,
+            "host": spec.host, "node_rank": spec.node_rank, "device_id": spec.device_id,
+            "argv": list(spec.argv), "cwd": spec.cwd, "env": redact_env(env), "env_sources": sources,
+            "env_unset": list(spec.env_unset), "session_options": spec.session_options,
+            "stdout": spec.stdout_path, "stderr": spec.stderr_path, "plog_dir": spec.plog_dir,
+        })
+    return {
+        "job_id": plan.job_id, "job_uuid": plan.job_uuid, "job_name": plan.job_name, "job_dir": plan.job_dir,
+        "config": plan.config_source, "world_size": plan.world_size, "hosts": list(plan.hosts),
+        "grace_period_s": plan.grace_period_s, "console": plan.console.value,
+        "forward_signals": list(plan.forward_signals), "rank_table_path": plan.rank_table_path,
+        "rank_table": plan.rank_table, "sources": plan.sources, "notes": list(plan.notes), "ranks": ranks,
+    }
+
+
+def render_plan_json(plan: LaunchPlan, inherited_by_host: Mapping[str, Mapping[str, str]]) -> str:
+    return json.dumps(plan_to_dict(plan, inherited_by_host), indent=2) + "\n"
+
+
+def render_plan_table(plan: LaunchPlan) -> str:
+    """A header, one row per rank, then the notes."""
+    rows = [("rank", "local_rank", "host", "device_id", "log")]
+    for spec in plan.ranks:
+        rows.append((str(spec.rank), str(spec.local_rank), spec.host, str(spec.device_id), spec.stdout_path))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = [
+        f"job {plan.job_id} ({plan.world_size} ranks on {len(plan.hosts)} host{'s' if len(plan.hosts) > 1 else ''})",
+        f"command: {' '.join(plan.ranks[0].argv) if plan.ranks else '-'}",
+        f"job directory: {plan.job_dir}",
+        f"rank table: {plan.rank_table_path or 'none'}",
+    ]
+    sources = ", ".join(f"{key} from {value}" for key, value in sorted(plan.sources.items()))
+    lines.append(f"values: {sources}")
+    lines.append("")
+    for row in rows:
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1])
+    for note in plan.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,119 @@
+"""The per-rank environment: the one place where the rank vocabulary (rank, local_rank,
+world_size, device_id, ...) becomes CANN's variable names (RANK_ID, DEVICE_ID, ...).
+
+Pure: takes values, returns the variables npulaunch sets, the inherited ones it removes, and
+where each came from. Layering, lowest first: inherited < npulaunch defaults < YAML env < the
+launcher's per-rank values (which the YAML may not set at all).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+# Set by npulaunch for every rank; the YAML's env may not set them (it would break the job).
+RANK_VARIABLES = ("RANK_ID", "RANK_SIZE", "DEVICE_ID", "ASCEND_DEVICE_ID", "JOB_ID", "RANK_TABLE_FILE",
+                  "ASCEND_PROCESS_LOG_PATH")
+NPULAUNCH_PREFIX = "NPULAUNCH_"
+SESSION_OPTIONS_VAR = "NPULAUNCH_SESSION_OPTIONS"
+JOB_UUID_VAR = "NPULAUNCH_JOB_UUID"
+
+# HCCL_CONNECT_TIMEOUT: CANN's default is 120 s, too short when hosts finish graph compilation
+# minutes apart. HCCL_EXEC_TIMEOUT: CANN's default; hang detection stops a stuck job sooner.
+# PYTHONUNBUFFERED: a rank that crashes must not take its last printed lines with it.
+DEFAULT_ENV: Dict[str, str] = {
+    "HCCL_CONNECT_TIMEOUT": "600",
+    "HCCL_EXEC_TIMEOUT": "1800",
+    "PYTHONUNBUFFERED": "1",
+}
+HCCL_CONNECT_TIMEOUT_RANGE_S = (120, 7200)
+HCCL_EXEC_TIMEOUT_RANGE_S = (0, 2147483647)
+
+SECRET_MARKERS = ("TOKEN", "PASSWORD", "PASSWD", "SECRET", "KEY", "CREDENTIAL")
+REDACTED = "***"
+
+
+@dataclass(frozen=True)
+class RankContext:
+    """What the plan decided for one rank, in npulaunch's own vocabulary."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    node_rank: int
+    host: str
+    device_id: int
+    job_id: str
+    job_uuid: str
+    job_dir: str
+    rank_dir: str
+    plog_dir: str
+    rank_table_path: Optional[str]
+    session_options: Mapping[str, Any]
+
+
+def build_rank_env(ctx: RankContext, yaml_env: Mapping[str, Optional[str]],
+                   env_source: str = "yaml") -> Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]:
+    """Return ``(env, unset, sources)`` for one rank."""
+    env: Dict[str, str] = {}
+    sources: Dict[str, str] = {}
+    unset: List[str] = []
+    for name, value in DEFAULT_ENV.items():
+        env[name], sources[name] = value, "default"
+    for name, value in yaml_env.items():
+        if value is None:
+            env.pop(name, None)
+            sources.pop(name, None)
+            unset.append(name)
+        else:
+            env[name], sources[name] = value, env_source
+    launcher = {
+        "RANK_ID": str(ctx.rank),
+        "RANK_SIZE": str(ctx.world_size),
+        "DEVICE_ID": str(ctx.device_id),
+        "ASCEND_DEVICE_ID": str(ctx.device_id),
+        "JOB_ID": ctx.job_id,
+        "ASCEND_PROCESS_LOG_PATH": ctx.plog_dir,
+        "NPULAUNCH_LOCAL_RANK": str(ctx.local_rank),
+        "NPULAUNCH_LOCAL_WORLD_SIZE": str(ctx.local_world_size),
+        "NPULAUNCH_NODE_RANK": str(ctx.node_rank),
+        "NPULAUNCH_HOST": ctx.host,
+        "NPULAUNCH_JOB_DIR": ctx.job_dir,
+        "NPULAUNCH_RANK_DIR": ctx.rank_dir,
+        SESSION_OPTIONS_VAR: json.dumps(dict(ctx.session_options), sort_keys=True, separators=(",", ":")),
+        JOB_UUID_VAR: ctx.job_uuid,
+    }
+    if ctx.rank_table_path is not None:
+        launcher["RANK_TABLE_FILE"] = ctx.rank_table_path
+    else:
+        unset.append("RANK_TABLE_FILE")  # a stale one from the user's shell would mislead HCCL
+    for name, value in launcher.items():
+        env[name], sources[name] = value, "launcher"
+    return env, tuple(unset), sources
+
+
+def env_problems(yaml_env: Mapping[str, Optional[str]]) -> List[Tuple[str, str, str, str]]:
+    """Problems with the user's env: ``(name, found, allowed, hint)`` for each."""
+    problems = []
+    for name, value in yaml_env.items():
+        if name in RANK_VARIABLES or name.startswith(NPULAUNCH_PREFIX):
+            hint = "use job.id (or --job-id)" if name == "JOB_ID" else "npulaunch sets it for every rank"
+            problems.append((name, f"{name} in env", "variables other than " + ", ".join(RANK_VARIABLES)
+                             + " and NPULAUNCH_*", hint))
+        elif name in ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT") and value is not None:
+            low, high = HCCL_CONNECT_TIMEOUT_RANGE_S if name == "HCCL_CONNECT_TIMEOUT" else HCCL_EXEC_TIMEOUT_RANGE_S
+            if not (value.isdigit() and low <= int(value) <= high):
+                problems.append((name, repr(value), f"an integer number of seconds from {low} to {high}", ""))
+    return problems
+
+
+def is_secret(name: str) -> bool:
+    upper = name.upper()
+    return any(marker in upper for marker in SECRET_MARKERS)
+
+
+def redact_env(env: Mapping[str, str]) -> Dict[str, str]:
+    """A copy fit for display: values of secret-looking names replaced."""
+    return {name: (REDACTED if is_secret(name) else value) for name, value in env.items()}

@@ -1,0 +1,77 @@
+"""What one rank and one host's agent are told to run: the blueprint shared by plan and agent.
+
+Standard library only, Python 3.7+: the agent imports this on compute hosts. The plan builds these
+values; the agent only reads them. No decisions are made here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, Tuple
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """Everything needed to start one rank, decided before launch."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    host: str
+    node_rank: int
+    device_id: int
+    argv: Tuple[str, ...]
+    cwd: str
+    env: Dict[str, str]  # the variables npulaunch sets, applied over the host's environment
+    env_unset: Tuple[str, ...]  # launcher-owned names removed from the inherited environment
+    env_sources: Dict[str, str]  # name -> "launcher" | "default" | "yaml" | "cli"
+    session_options: Dict[str, Any]
+    rank_dir: str
+    stdout_path: str
+    stderr_path: str
+    plog_dir: str
+
+    @property
+    def label(self) -> str:
+        """Short console prefix, e.g. ``r3 d3``."""
+        return "r%d d%d" % (self.rank, self.device_id)
+
+    def to_dict(self) -> Dict[str, Any]:
+        data = asdict(self)
+        data["argv"] = list(self.argv)
+        data["env_unset"] = list(self.env_unset)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "RankSpec":
+        values = dict(data)
+        values["argv"] = tuple(values["argv"])
+        values["env_unset"] = tuple(values["env_unset"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """One agent's share of a job: the ranks of one host and how to stop them."""
+
+    job_id: str
+    job_uuid: str  # marks every process of the job (NPULAUNCH_JOB_UUID) for orphan sweeps
+    host: str
+    node_rank: int
+    job_dir: str
+    grace_period_s: float
+    forward_signals: Tuple[str, ...] = ("SIGUSR1", "SIGUSR2")
+    ranks: Tuple[RankSpec, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> Dict[str, Any]:
+        data = asdict(self)
+        data["forward_signals"] = list(self.forward_signals)
+        data["ranks"] = [r.to_dict() for r in self.ranks]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "HostPlan":
+        values = dict(data)
+        values["forward_signals"] = tuple(values["forward_signals"])
+        values["ranks"] = tuple(RankSpec.from_dict(r) for r in values["ranks"])
+        return cls(**values)

@@ -1,0 +1,102 @@
+"""The supervisor of a local job: prepares the job directory, runs this host's agent in-process,
+applies the job policy (the first rank to fail stops every other rank), records every event,
+and writes the report.
+
+It never starts a process itself (the agent does) and never prints except through the Console.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import IO, Mapping, Optional
+
+from .agent.agent import Agent, AgentOutcome, RankState
+from .console import Console
+from .errors import PlanError
+from .events import Event, EventKind
+from .plan import LaunchPlan
+from .planview import render_plan_json
+from .ranktable import render_rank_table
+from .report import JobReport, build_report, describe_exit
+
+PLAN_FILENAME = "plan.json"
+EVENTS_FILENAME = "events.jsonl"
+SUMMARY_FILENAME = "summary.json"
+
+
+def write_private(path: str, text: str) -> None:
+    """Write a file only its owner can read (the job directory holds environments and logs)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def prepare_job_dir(plan: LaunchPlan, inherited: Mapping[str, str]) -> None:
+    """Create ``<log_dir>/<job_id>/`` (mode 0700) with plan.json and the rank table."""
+    os.makedirs(os.path.dirname(plan.job_dir), exist_ok=True)
+    try:
+        os.mkdir(plan.job_dir, 0o700)
+    except FileExistsError:
+        raise PlanError(f"job directory {plan.job_dir} already exists: choose another --job-id") from None
+    except OSError as exc:
+        raise PlanError(f"cannot create job directory {plan.job_dir}: {exc.strerror}") from None
+    os.chmod(plan.job_dir, 0o700)  # whatever the umask
+    write_private(os.path.join(plan.job_dir, PLAN_FILENAME),
+                  render_plan_json(plan, {host: inherited for host in plan.hosts}))
+    if plan.rank_table is not None and plan.rank_table_path is not None:
+        write_private(plan.rank_table_path, render_rank_table(plan.rank_table))
+
+
+class LocalSupervisor:
+    """Runs a plan whose ranks are all on this host."""
+
+    def __init__(self, plan: LaunchPlan, console: Console, inherited: Optional[Mapping[str, str]] = None) -> None:
+        self.plan = plan
+        self.console = console
+        self.inherited = dict(os.environ if inherited is None else inherited)
+        self._events: Optional[IO[str]] = None
+        self._agent: Optional[Agent] = None
+
+    def run(self) -> JobReport:
+        prepare_job_dir(self.plan, self.inherited)
+        start = time.time()
+        fd = os.open(os.path.join(self.plan.job_dir, EVENTS_FILENAME), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8", buffering=1) as events:
+            self._events = events
+            self._agent = Agent(self.plan.host_plan(0), self._on_event, self.console.rank_output,
+                                base_env=self.inherited)
+            self.console.message(f"job {self.plan.job_id}: starting {self.plan.world_size} ranks, "
+                                 f"logs in {self.plan.job_dir}")
+            outcome: AgentOutcome = self._agent.run()
+            report = build_report(self.plan, outcome, start, time.time())
+            self._record(Event(EventKind.JOB_FINISHED, self.plan.job_id, self.plan.hosts[0], None,
+                               {"status": report.summary["job"]["status"], "exit_code": report.exit_code,
+                                "root_cause_rank": report.summary["job"]["root_cause_rank"]}))
+        write_private(os.path.join(self.plan.job_dir, SUMMARY_FILENAME), json.dumps(report.summary, indent=2) + "\n")
+        self.console.report(report.text)
+        return report
+
+    def _record(self, event: Event) -> None:
+        assert self._events is not None
+        self._events.write(event.to_json() + "\n")
+
+    def _on_event(self, event: Event) -> None:
+        """Record every event; apply fail-fast; tell the user what npulaunch is doing."""
+        self._record(event)
+        assert self._agent is not None
+        kind, data = event.kind, event.data
+        failed = kind is EventKind.RANK_SPAWN_FAILED or (
+            kind is EventKind.RANK_EXITED and data["state"] == RankState.FAILED.value)
+        if failed:
+            why = describe_exit(data.get("exit_code"), data.get("signal"), data.get("error"))
+            self.console.message(f"rank {event.rank} {why}; stopping the job")
+            self._agent.stop(f"rank {event.rank} failed")
+        elif kind is EventKind.SIGNAL_RECEIVED:
+            self.console.message(f"received {data['signal']}; stopping every rank"
+                                 f" (SIGKILL after {self.plan.grace_period_s:g} s; Ctrl-C again to kill now)")
+        elif kind is EventKind.KILL_ESCALATED and data.get("ranks"):
+            self.console.message(f"SIGKILL to ranks still running: {data['ranks']} ({data['reason']})")
+        elif kind is EventKind.SIGNAL_FORWARDED:
+            self.console.message(f"forwarded {data['signal']} to every rank")
