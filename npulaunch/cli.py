@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
@@ -102,7 +101,7 @@ def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
     import time
 
     from .config import config_from_cli, load_config
-    from .discovery import discover_device_ips, discover_devices
+    from .discovery import discover_device_ips, discover_usable_devices
     from .plan import Discovery, build_plan, default_job_id
 
     overrides = _overrides(args, command)
@@ -117,9 +116,8 @@ def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
     else:
         job_id = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
         source = "default (job.name and the time)"
-    discovery = Discovery(devices=lambda: [chip.logical_id for chip in discover_devices()],
-                          device_ips=discover_device_ips)
-    return build_plan(config, job_id, uuid.uuid4().hex, discovery, job_id_source=source)
+    discovery = Discovery(devices=discover_usable_devices, device_ips=discover_device_ips)
+    return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source)
 
 
 def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:

@@ -6,17 +6,18 @@ looks at devices or the machine (that is the plan's job) and never starts anythi
 
 from __future__ import annotations
 
-import difflib
-import ipaddress
 import os
 import re
 import shlex
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from .errors import ConfigError, ConfigProblem
-from .yamlsource import YamlDocument, YamlPath, load_yaml_file, render_path
+from .errors import ConfigError, ConfigProblem, YamlPath, render_path
+from .rankenv import env_problems
+
+if TYPE_CHECKING:  # yaml is imported only when a file is read
+    from .yamlsource import YamlDocument
 
 MAX_DEVICE_ID = 63
 DEFAULT_GRACE_PERIOD_S = 5.0
@@ -74,7 +75,7 @@ class ClusterConfig:
     session_options: Dict[str, Any]
     rank_table: RankTableMode = RankTableMode.AUTO
     sources: Dict[str, str] = field(default_factory=dict)  # "job.command" -> "yaml" | "cli" | "default"
-    document: Optional[YamlDocument] = None
+    document: Optional["YamlDocument"] = None
 
     def problem(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> ConfigProblem:
         """A problem located in this config's YAML (or on the command line)."""
@@ -112,16 +113,30 @@ def describe(value: Any) -> str:
     return f"{text[:60]}... ({kind})" if len(text) > 60 else f"{text} ({kind})"
 
 
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """``did you mean 'hosts'?`` for a near miss, else an empty string."""
+    import difflib  # only on the error path
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else ""
+
+
 class _Checker:
     """Collects every problem of one document so the user sees them all at once."""
 
-    def __init__(self, doc: YamlDocument) -> None:
+    def __init__(self, doc: "YamlDocument") -> None:
         self.doc = doc
         self.problems: List[ConfigProblem] = []
 
     def add(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> None:
         self.problems.append(ConfigProblem(self.doc.source, self.doc.line_of(path), render_path(path),
                                            found, allowed, hint))
+
+    def source_text(self, value: Any, path: YamlPath) -> Any:
+        """A number as the user wrote it (``0123``, ``1.50``), for values that are really text."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return self.doc.texts.get(path, str(value))
+        return value
 
     def mapping(self, value: Any, path: YamlPath, keys: Sequence[str]) -> Dict[str, Any]:
         if value is None:
@@ -131,9 +146,7 @@ class _Checker:
             return {}
         for key in value:
             if key not in keys:
-                close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
-                hint = f"did you mean {close[0]!r}?" if close else ""
-                self.add(path + (key,), f"unknown key {key!r}", ", ".join(keys), hint)
+                self.add(path + (key,), f"unknown key {key!r}", ", ".join(keys), did_you_mean(key, keys))
         return value
 
     def string(self, value: Any, path: YamlPath, allowed: str = "a string", hint: str = "") -> Optional[str]:
@@ -146,8 +159,8 @@ class _Checker:
         choices = [m.value for m in enum]
         if isinstance(value, str) and value in choices:
             return enum(value)
-        close = difflib.get_close_matches(str(value), choices, n=1) if isinstance(value, str) else []
-        self.add(path, describe(value), "one of " + ", ".join(choices), f"did you mean {close[0]!r}?" if close else "")
+        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+        self.add(path, describe(value), "one of " + ", ".join(choices), hint)
         return None
 
     def number(self, value: Any, path: YamlPath, low: float, high: float) -> Optional[float]:
@@ -159,6 +172,8 @@ class _Checker:
 
 def load_config(path: str, overrides: Overrides = Overrides()) -> ClusterConfig:
     """Read, validate and resolve a cluster YAML file, then apply command-line overrides."""
+    from .yamlsource import load_yaml_file
+
     doc = load_yaml_file(path)
     config = parse_config(doc, base_dir=os.path.dirname(os.path.abspath(path)))
     return apply_overrides(config, overrides)
@@ -178,7 +193,7 @@ def config_from_cli(overrides: Overrides, cwd: str) -> ClusterConfig:
     return apply_overrides(config, overrides)
 
 
-def parse_config(doc: YamlDocument, base_dir: str) -> ClusterConfig:
+def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     """Validate a parsed YAML document. Relative paths are resolved against ``base_dir``."""
     check = _Checker(doc)
     top = check.mapping(doc.value, (), TOP_KEYS)
@@ -222,13 +237,15 @@ def _parse_job(check: _Checker, value: Any, base_dir: str, source: str) -> Optio
                       "the name becomes part of JOB_ID, which CANN restricts to these characters")
     job_id = None
     if "id" in job:
-        job_id = validate_job_id(job["id"], lambda found, allowed, hint: check.add(path + ("id",), found, allowed, hint))
+        job_id = validate_job_id(check.source_text(job["id"], path + ("id",)),
+                                 lambda found, allowed, hint: check.add(path + ("id",), found, allowed, hint))
     command = _parse_command(check, job.get("command"), path + ("command",))
     workdir = _parse_dir(check, job.get("workdir", "."), path + ("workdir",), base_dir)
     log_dir = _parse_dir(check, job.get("log_dir", DEFAULT_LOG_DIR), path + ("log_dir",), base_dir)
     grace = DEFAULT_GRACE_PERIOD_S
     if "grace_period_s" in job:
-        grace = check.number(job["grace_period_s"], path + ("grace_period_s",), 0, 3600) or grace
+        checked = check.number(job["grace_period_s"], path + ("grace_period_s",), 0, 3600)
+        grace = grace if checked is None else checked
     console = ConsoleMode.ALL
     if "console" in job:
         console = check.choice(job["console"], path + ("console",), ConsoleMode) or console
@@ -299,7 +316,7 @@ def _parse_signals(check: _Checker, value: Any, path: YamlPath) -> Tuple[str, ..
 
 def _parse_hosts(check: _Checker, value: Any) -> Tuple[HostConfig, ...]:
     if value is None:
-        return (HostConfig("localhost", ALL_DEVICES, None, ("hosts",)),)
+        return (HostConfig("localhost", ALL_DEVICES, None, ("hosts", 0)),)
     if not isinstance(value, list) or not value:
         check.add(("hosts",), describe(value), "a non-empty list of {host, devices, device_ips} entries")
         return ()
@@ -311,6 +328,8 @@ def _parse_hosts(check: _Checker, value: Any) -> Tuple[HostConfig, ...]:
             entry = {"host": entry}
         item = check.mapping(entry, path, HOST_KEYS)
         if not item:
+            if isinstance(entry, dict) or entry is None:
+                check.add(path, "an empty host entry", "a mapping with at least 'host'")
             continue
         name = check.string(item.get("host"), path + ("host",), "a host name or address")
         if name is not None and not HOST_PATTERN.match(name):
@@ -357,6 +376,8 @@ def _parse_device_ips(check: _Checker, value: Any, path: YamlPath,
     if not isinstance(value, list) or not value:
         check.add(path, describe(value), "a list of IPv4 addresses, one per device")
         return None
+    import ipaddress  # only when addresses are given
+
     ips: List[str] = []
     for i, item in enumerate(value):
         try:
@@ -391,9 +412,11 @@ def _parse_env(check: _Checker, value: Any) -> Dict[str, Optional[str]]:
         elif item is None or isinstance(item, str):
             env[name] = item
         elif isinstance(item, (int, float)):
-            env[name] = str(item)
+            env[name] = str(check.source_text(item, path))  # FOO: 010 means "010", not "8"
         else:
             check.add(path, describe(item), "a string, a number, or null (removes an inherited variable)")
+    for name, found, allowed, hint in env_problems(env):
+        check.add(("env", name), found, allowed, hint)
     return env
 
 

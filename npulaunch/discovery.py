@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -62,6 +61,8 @@ def parse_hccn_ip(text: str) -> Optional[str]:
 
 def run_tool(argv: Sequence[str]) -> str:
     """Run a vendor tool and return its stdout; raise PlanError with its own words on failure."""
+    import subprocess
+
     try:
         done = subprocess.run(list(argv), capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
     except FileNotFoundError:
@@ -83,6 +84,20 @@ def discover_devices(runner: Runner = run_tool) -> Tuple[NpuChip, ...]:
     if not chips:
         raise PlanError("npu-smi info listed no NPU chips; list the devices in the YAML instead")
     return chips
+
+
+USABLE_HEALTH = ("OK", "Warning")
+
+
+def discover_usable_devices(runner: Runner = run_tool) -> Tuple[int, ...]:
+    """Logical ids for ``devices: all``; refuses when npu-smi reports a chip as unusable, since a
+    rank on it would fail after the others had started."""
+    chips = discover_devices(runner)
+    bad = [c for c in chips if c.health not in USABLE_HEALTH]
+    if bad:
+        listed = ", ".join(f"device {c.logical_id} (NPU {c.npu_id}) health {c.health}" for c in bad)
+        raise PlanError(f"npu-smi info reports {listed}; list the healthy devices explicitly")
+    return tuple(c.logical_id for c in chips)
 
 
 def discover_device_ips(device_ids: Sequence[int], runner: Runner = run_tool) -> Optional[Tuple[str, ...]]:

@@ -6,7 +6,20 @@ Exceptions carry fields and render them; only the CLI prints them or chooses exi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple, Union
+
+YamlPath = Tuple[Union[str, int], ...]
+
+
+def render_path(path: YamlPath) -> str:
+    """``("hosts", 1, "devices")`` -> ``hosts[1].devices``."""
+    out = ""
+    for key in path:
+        if isinstance(key, int):
+            out += f"[{key}]"
+        else:
+            out += ("." if out else "") + key
+    return out or "(top level)"
 
 
 class NpulaunchError(Exception):

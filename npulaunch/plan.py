@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .config import ALL_DEVICES, ClusterConfig, ConsoleMode, HostConfig, RankTableMode, validate_job_id
 from .errors import ConfigError, ConfigProblem, PlanError
-from .rankenv import RankContext, build_rank_env, env_problems
+from .rankenv import RankContext, build_rank_env
 from .ranktable import RANK_TABLE_FILENAME, build_rank_table, rank_table_problems
 from .spec import HostPlan, RankSpec
 
@@ -74,8 +74,6 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
     problems: List[ConfigProblem] = []
     validate_job_id(job_id, lambda found, allowed, hint: problems.append(
         config.problem(("job", "id"), found, allowed, hint)))
-    for name, found, allowed, hint in env_problems(config.env):
-        problems.append(config.problem(("env", name), found, allowed, hint))
     if problems:
         raise ConfigError(problems)
 
@@ -122,8 +120,8 @@ def _rank_spec(config: ClusterConfig, job_id: str, job_uuid: str, job_dir: str, 
 
 def _resolve_devices(config: ClusterConfig, index: int, host: HostConfig, discovery: Discovery,
                      sources: Dict[str, str]) -> Tuple[int, ...]:
-    if host.devices != ALL_DEVICES:
-        return tuple(host.devices)
+    if isinstance(host.devices, tuple):
+        return host.devices
     key = f"hosts[{index}].devices"
     if host.host not in discovery.local_names:
         raise ConfigError([config.problem(host.path + ("devices",), '"all" on a remote host',
@@ -132,7 +130,9 @@ def _resolve_devices(config: ClusterConfig, index: int, host: HostConfig, discov
     try:
         found = tuple(discovery.devices())
     except PlanError as exc:
-        raise ConfigError([config.problem(host.path + ("devices",), '"all"', "a list of device ids or a count",
+        given = config.document is not None and host.path + ("devices",) in config.document.lines
+        what = '"all"' if given else '"all" (the default without a hosts section)'
+        raise ConfigError([config.problem(host.path + ("devices",), what, "a list of device ids or a count",
                                           str(exc))]) from None
     sources[key] = "discovery (npu-smi info)"
     return found

@@ -62,13 +62,13 @@ def build_rank_env(ctx: RankContext, yaml_env: Mapping[str, Optional[str]],
     unset: List[str] = []
     for name, value in DEFAULT_ENV.items():
         env[name], sources[name] = value, "default"
-    for name, value in yaml_env.items():
-        if value is None:
+    for name, given in yaml_env.items():
+        if given is None:
             env.pop(name, None)
             sources.pop(name, None)
             unset.append(name)
         else:
-            env[name], sources[name] = value, env_source
+            env[name], sources[name] = given, env_source
     launcher = {
         "RANK_ID": str(ctx.rank),
         "RANK_SIZE": str(ctx.world_size),

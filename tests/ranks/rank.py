@@ -1,0 +1,100 @@
+"""A tiny rank program for tests: each rank does what the command line says for its RANK_ID.
+
+    rank.py 'RANK=ACTION[@DELAY]' ... '*=ACTION'
+
+ACTION is one of: ok, exit:N, segfault, sigkill, hang, ignore_term, grandchild, escape,
+spam:N (print N numbered lines), spam_crash:N (print N lines, then SIGKILL itself mid-stream),
+env (print the rank's environment as one JSON line), usr1 (wait for SIGUSR1, print, exit 0),
+utf8 (write multi-byte characters split across writes, and \\r progress lines).
+DELAY: seconds to sleep first. Every rank prints "ready <pid>" first.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def hang():
+    while True:
+        time.sleep(3600)
+
+
+def spawn_sleeper(new_session):
+    # The grandchild keeps the rank's environment (and so the job's uuid), as real helpers do.
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"],
+                            start_new_session=new_session).pid
+
+
+def act(action):
+    name, _, arg = action.partition(":")
+    if name == "ok":
+        print("ok")
+    elif name == "exit":
+        sys.exit(int(arg))
+    elif name == "segfault":
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif name == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif name == "hang":
+        hang()
+    elif name == "ignore_term":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ignoring SIGTERM", flush=True)
+        hang()
+    elif name in ("grandchild", "escape"):
+        # grandchild: stays in the rank's process group; escape: a new session (daemon-like)
+        pid = spawn_sleeper(new_session=(name == "escape"))
+        print("grandchild %d" % pid, flush=True)
+        if arg == "hang":
+            hang()
+    elif name in ("spam", "spam_crash"):
+        out = sys.stdout
+        for i in range(int(arg)):
+            out.write("line %07d %s\n" % (i, "x" * 60))
+        out.flush()
+        if name == "spam_crash":
+            os.write(1, b"partial last line without newline")
+            os.kill(os.getpid(), signal.SIGKILL)
+    elif name == "env":
+        print(json.dumps(dict(os.environ)))
+    elif name == "usr1":
+        got = []
+        signal.signal(signal.SIGUSR1, lambda signum, frame: got.append(signum))
+        print("waiting for SIGUSR1", flush=True)
+        deadline = time.monotonic() + 20
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.01)
+        print("got SIGUSR1" if got else "no SIGUSR1", flush=True)
+    elif name == "utf8":
+        data = "héllo wörld ✓ 中文\n".encode("utf-8")
+        for i in range(len(data)):  # one byte per write: characters split across reads
+            os.write(1, data[i:i + 1])
+        for pct in (10, 50, 100):
+            os.write(1, ("progress %d%%\r" % pct).encode())
+            time.sleep(0.02)
+        os.write(1, b"\ndone\r\n")
+    else:
+        raise SystemExit("unknown action %r" % action)
+
+
+def main():
+    rank = os.environ.get("RANK_ID", "?")
+    plan = {}
+    for item in sys.argv[1:]:
+        key, _, action = item.partition("=")
+        plan[key] = action
+    action = plan.get(rank, plan.get("*", "ok"))
+    action, _, delay = action.partition("@")
+    print("ready %d" % os.getpid(), flush=True)
+    if delay:
+        time.sleep(float(delay))
+    for step in action.split("+"):
+        act(step)
+
+
+if __name__ == "__main__":
+    main()

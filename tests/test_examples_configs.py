@@ -1,0 +1,117 @@
+"""Every shipped YAML is loaded and planned through the CLI; what ``plan --json`` shows of the
+environment (redaction, where each variable came from)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, job_dirs, run_cli
+
+# world size of every shipped YAML; a new file must be added here (see the test below)
+WORLD_SIZES = {
+    "cluster_configs/local-4.yaml": 4,
+    "cluster_configs/server-8npu.yaml": 8,
+    "cluster_configs/two-servers.yaml": 16,
+}
+
+
+def shipped_yamls() -> set:
+    found = set()
+    for folder in ("cluster_configs", "examples"):
+        for pattern in ("*.yaml", "*.yml"):
+            found |= {str(p.relative_to(ROOT)) for p in (ROOT / folder).rglob(pattern)}
+    return found
+
+
+def test_every_shipped_yaml_has_an_expected_world_size() -> None:
+    assert shipped_yamls() == set(WORLD_SIZES)
+
+
+@pytest.mark.parametrize("name, world_size", sorted(WORLD_SIZES.items()))
+def test_shipped_yaml_plans(name: str, world_size: int) -> None:
+    result = run_cli("plan", name, "--json")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["world_size"] == world_size == len(plan["ranks"])
+    assert [r["rank"] for r in plan["ranks"]] == list(range(world_size))
+    assert {r["env"]["RANK_SIZE"] for r in plan["ranks"]} == {str(world_size)}
+    if plan["rank_table"] is not None:
+        ranks = [d["rank_id"] for s in plan["rank_table"]["server_list"] for d in s["device"]]
+        assert ranks == [str(i) for i in range(world_size)]
+
+
+@pytest.mark.parametrize("name, has_table", [("cluster_configs/local-4.yaml", False),
+                                             ("cluster_configs/server-8npu.yaml", True),
+                                             ("cluster_configs/two-servers.yaml", True)])
+def test_shipped_yaml_rank_table_decision(name: str, has_table: bool) -> None:
+    plan = json.loads(run_cli("plan", name, "--json").stdout)
+    assert (plan["rank_table"] is not None) == has_table
+    assert all(("RANK_TABLE_FILE" in r["env"]) == has_table for r in plan["ranks"])
+
+
+def test_check_local_4_passes() -> None:
+    logs = ROOT / "npulaunch-logs"
+    before = job_dirs(logs)
+    result = run_cli("check", "cluster_configs/local-4.yaml")
+    assert result.returncode == 0, result.stderr
+    assert "ok: 4 ranks on 1 host(s); nothing was started" in result.stdout
+    assert job_dirs(logs) == before
+
+
+def test_plan_table_of_local_4() -> None:
+    result = run_cli("plan", "cluster_configs/local-4.yaml")
+    assert result.returncode == 0, result.stderr
+    assert "(4 ranks on 1 host)" in result.stdout
+    assert "command: python3 examples/train.py --steps 20" in result.stdout
+
+
+YAML_WITH_ENV = """\
+version: 1
+job:
+  command: [python3, train.py]
+  log_dir: LOG
+hosts:
+  - host: localhost
+    devices: 2
+env:
+  MY_API_TOKEN: hunter2-secret-value
+  NPLTEST_PLAIN_VAR: visible
+  HCCL_CONNECT_TIMEOUT: 900
+"""
+
+
+@pytest.fixture
+def env_plan(tmp_path: Path, log_dir: Path) -> dict:
+    path = tmp_path / "with env.yaml"
+    path.write_text(YAML_WITH_ENV.replace("LOG", json.dumps(str(log_dir))))
+    result = run_cli("plan", str(path), "--json", env={"NPLTEST_INHERITED_PASSWORD": "inherited-secret"})
+    assert result.returncode == 0, result.stderr
+    assert job_dirs(log_dir) == []
+    return {"plan": json.loads(result.stdout), "stdout": result.stdout}
+
+
+def test_plan_json_redacts_secrets(env_plan: dict) -> None:
+    for rank in env_plan["plan"]["ranks"]:
+        assert rank["env"]["MY_API_TOKEN"] == "***"
+        assert rank["env"]["NPLTEST_INHERITED_PASSWORD"] == "***"
+        assert rank["env"]["NPLTEST_PLAIN_VAR"] == "visible"
+    assert "hunter2-secret-value" not in env_plan["stdout"]
+    assert "inherited-secret" not in env_plan["stdout"]
+
+
+@pytest.mark.parametrize("name, source, value", [
+    ("NPLTEST_PLAIN_VAR", "yaml", "visible"),
+    ("MY_API_TOKEN", "yaml", "***"),
+    ("HCCL_CONNECT_TIMEOUT", "yaml", "900"),
+    ("HCCL_EXEC_TIMEOUT", "default", "1800"),
+    ("RANK_ID", "launcher", None),
+    ("DEVICE_ID", "launcher", None),
+    ("NPLTEST_INHERITED_PASSWORD", "inherited", "***"),
+])
+def test_plan_json_env_sources(env_plan: dict, name: str, source: str, value: str) -> None:
+    for rank in env_plan["plan"]["ranks"]:
+        assert rank["env_sources"][name] == source
+        assert rank["env"][name] == (value if value is not None else str(rank["rank"]))
