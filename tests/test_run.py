@@ -152,3 +152,23 @@ def test_an_existing_job_directory_is_refused(log_dir: Path, marker: str) -> Non
     assert result.returncode == 0
     again, _ = run_job(log_dir, marker, "*=ok", nproc=1)
     assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def test_the_readme_main_job_runs_end_to_end(log_dir: Path, marker: str) -> None:
+    result = run_cli("run", "cluster_configs/local-4.yaml", "--log-dir", str(log_dir), "--job-id", "demo",
+                     env={"NPLTEST_MARKER": marker})
+    assert result.returncode == 0, result.stderr
+    for rank in range(4):
+        assert f"[r{rank} d{rank}] rank {rank} done:" in result.stdout
+        assert f"rank {rank} step 20/20 loss" in (log_dir / "demo" / f"rank-{rank}" / "stdout.log").read_text()
+    assert "job demo succeeded" in result.stderr
+
+
+def test_the_example_failure_names_the_rank_that_broke(log_dir: Path, marker: str) -> None:
+    result = run_cli("run", "cluster_configs/local-4.yaml", "--log-dir", str(log_dir), "--job-id", "demo",
+                     "--", "python3", "examples/train.py", "--fail-rank", "2", "--fail-step", "3",
+                     "--step-time", "0.5", env={"NPLTEST_MARKER": marker})
+    assert result.returncode == 1
+    assert "root cause: rank 2 exited with code 1 (host localhost, device 2" in result.stderr
+    assert "RuntimeError: simulated device fault on rank 2" in result.stderr
+    assert "ranks 0-1, 3: stopped by npulaunch" in result.stderr

@@ -4,20 +4,26 @@ own death by SIGKILL: every rank and everything it started must be gone afterwar
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Dict, Optional
 
+import psutil
 import pytest
 
-from conftest import base_env, live_pids, marked_pids, npulaunch_argv, rank_cmd, wait_until, ROOT
+from conftest import ROOT, base_env, live_pids, marked_pids, npulaunch_argv, rank_cmd, require, wait_until
 
 
-def start_job(log_dir: Path, marker: str, *rank_args: str, nproc: int = 3, grace: float = 1.0):
+def start_job(log_dir: Path, marker: str, *rank_args: str, nproc: int = 3, grace: float = 1.0,
+              env: Optional[Dict[str, str]] = None):
     argv = npulaunch_argv("run", "--nproc-per-node", str(nproc), "--log-dir", str(log_dir), "--job-id", "t",
                           "--grace-period", str(grace), *rank_cmd("rank.py", *rank_args))
-    proc = subprocess.Popen(argv, cwd=str(ROOT), env=base_env({"NPLTEST_MARKER": marker}),
+    proc = subprocess.Popen(argv, cwd=str(ROOT), env=base_env({"NPLTEST_MARKER": marker, **(env or {})}),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return proc, log_dir / "t"
 
@@ -87,16 +93,23 @@ def test_sigkill_of_the_launcher_leaves_no_process_behind(log_dir: Path, marker:
     assert wait_until(lambda: not marked_pids(marker) and not live_pids(rank_pids), 5.0), marked_pids(marker)
 
 
-def test_a_rank_started_by_a_launcher_that_crashes_before_cleanup_dies_with_it(log_dir: Path, marker: str) -> None:
-    """Even the guard can die: PR_SET_PDEATHSIG alone still takes the ranks down."""
-    proc, job = start_job(log_dir, marker, "*=hang", nproc=2)
+@pytest.mark.parametrize("how", ["setpriv", "prctl"])
+def test_ranks_die_with_the_launcher_even_without_the_guard(log_dir: Path, marker: str, how: str) -> None:
+    """Even the guard can die: PR_SET_PDEATHSIG alone still takes the ranks down, whether set by
+    util-linux setpriv or (where setpriv is missing, as with PATH below) by prctl before exec."""
+    if how == "setpriv":
+        require(shutil.which("setpriv") is not None, "util-linux setpriv")
+    env = {"PATH": os.path.dirname(sys.executable)} if how == "prctl" else None
+    proc, job = start_job(log_dir, marker, "*=hang", nproc=2, env=env)
     wait_ready(job, 2)
     rank_pids = [e["pid"] for e in map(json.loads, (job / "events.jsonl").read_text().splitlines())
                  if e["kind"] == "rank_started"]
     guard = [p for p in marked_pids(marker) if p not in rank_pids and p != proc.pid]
+    if how == "prctl":
+        cmdlines = [" ".join(psutil.Process(pid).cmdline()) for pid in rank_pids]
+        assert not any("setpriv" in line for line in cmdlines)
     for pid in guard:  # everything of the job that is neither the launcher nor a rank
         try:
-            import os
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass

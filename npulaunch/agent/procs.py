@@ -56,6 +56,10 @@ def _setpriv() -> Optional[str]:
     global _setpriv_path
     if _setpriv_path is None:
         _setpriv_path = shutil.which("setpriv") or ""
+        if _setpriv_path:  # --pdeathsig exists from util-linux 2.33 on; older hosts use prctl
+            usage = subprocess.run([_setpriv_path, "--help"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            if b"--pdeathsig" not in usage.stdout:
+                _setpriv_path = ""
     return _setpriv_path or None
 
 
