@@ -72,7 +72,8 @@ def _parse_devices(text: str) -> Tuple[int, ...]:
 
 
 def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
-    from .config import ConsoleMode, Overrides, RankTableMode
+    from .config import ConsoleMode, RankTableMode
+    from .overrides import Overrides
 
     problems = []
     if args.nproc_per_node is not None and not 1 <= args.nproc_per_node <= 64:
@@ -100,13 +101,14 @@ def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
     """Config -> plan, the steps shared by run, plan and check."""
     import time
 
-    from .config import config_from_cli, load_config
+    from .config import load_config
+    from .overrides import apply_overrides, config_from_cli
     from .discovery import discover_device_ips, discover_usable_devices
     from .plan import Discovery, build_plan, default_job_id
 
     overrides = _overrides(args, command)
     if args.config:
-        config = load_config(args.config, overrides)
+        config = apply_overrides(load_config(args.config), overrides)
     else:
         config = config_from_cli(overrides, os.getcwd())
     if overrides.job_id is not None:

@@ -1,4 +1,4 @@
-"""The cluster YAML (version 1) as a validated ClusterConfig, plus command-line overrides.
+"""The cluster YAML (version 1) as a validated ClusterConfig.
 
 config <- yamlsource: this layer checks shapes, types and ranges and resolves paths; it never
 looks at devices or the machine (that is the plan's job) and never starts anything.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -81,20 +81,6 @@ class ClusterConfig:
         """A problem located in this config's YAML (or on the command line)."""
         line = self.document.line_of(path) if self.document else None
         return ConfigProblem(self.source, line, render_path(path), found, allowed, hint)
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """Command-line values that replace the YAML's (``None`` = not given)."""
-
-    command: Optional[Tuple[str, ...]] = None
-    nproc_per_node: Optional[int] = None
-    devices: Optional[Tuple[int, ...]] = None
-    log_dir: Optional[str] = None
-    job_id: Optional[str] = None
-    grace_period_s: Optional[float] = None
-    console: Optional[ConsoleMode] = None
-    rank_table: Optional[RankTableMode] = None
 
 
 TOP_KEYS = ("version", "job", "hosts", "env", "session_options", "rank_table")
@@ -170,27 +156,12 @@ class _Checker:
         return None
 
 
-def load_config(path: str, overrides: Overrides = Overrides()) -> ClusterConfig:
-    """Read, validate and resolve a cluster YAML file, then apply command-line overrides."""
+def load_config(path: str) -> ClusterConfig:
+    """Read, validate and resolve a cluster YAML file."""
     from .yamlsource import load_yaml_file
 
     doc = load_yaml_file(path)
-    config = parse_config(doc, base_dir=os.path.dirname(os.path.abspath(path)))
-    return apply_overrides(config, overrides)
-
-
-def config_from_cli(overrides: Overrides, cwd: str) -> ClusterConfig:
-    """A one-host config built from flags alone (``npulaunch run --nproc-per-node 4 -- cmd``)."""
-    if not overrides.command:
-        raise ConfigError([ConfigProblem("command line", None, "command", "no command",
-                                         "a command after '--', or a cluster YAML file",
-                                         "e.g. npulaunch run --nproc-per-node 4 -- python3 train.py")])
-    job = JobConfig(name="job", command=overrides.command, workdir=cwd,
-                    log_dir=os.path.join(cwd, DEFAULT_LOG_DIR))
-    config = ClusterConfig(source="command line", job=job,
-                           hosts=(HostConfig("localhost", ALL_DEVICES),), env={}, session_options={},
-                           sources={key: "default" for key in ("job.log_dir", "hosts[0].devices")})
-    return apply_overrides(config, overrides)
+    return parse_config(doc, base_dir=os.path.dirname(os.path.abspath(path)))
 
 
 def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
@@ -435,39 +406,3 @@ def _parse_session_options(check: _Checker, value: Any) -> Dict[str, Any]:
         else:
             options[name] = item
     return options
-
-
-def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
-    """Command-line flags win over the YAML; ``sources`` records which values they replaced."""
-    job, hosts, sources = config.job, config.hosts, dict(config.sources)
-    job_changes: Dict[str, Any] = {}
-    for attr, key in (("command", "command"), ("log_dir", "log_dir"), ("job_id", "id"),
-                      ("grace_period_s", "grace_period_s"), ("console", "console")):
-        value = getattr(flags, attr)
-        if value is not None:
-            job_changes[key] = os.path.abspath(value) if attr == "log_dir" else value
-            sources[f"job.{key}"] = "cli"
-    if job_changes:
-        job = replace(job, **job_changes)
-    devices: Optional[Tuple[int, ...]] = flags.devices
-    if devices is None and flags.nproc_per_node is not None:
-        devices = tuple(range(flags.nproc_per_node))
-    if devices is not None:
-        hosts = tuple(_with_devices(host, devices) for host in hosts)
-        for index in range(len(hosts)):
-            sources[f"hosts[{index}].devices"] = "cli"
-    rank_table = config.rank_table
-    if flags.rank_table is not None:
-        rank_table, sources["rank_table"] = flags.rank_table, "cli"
-    return replace(config, job=job, hosts=hosts, rank_table=rank_table, sources=sources)
-
-
-def _with_devices(host: HostConfig, devices: Tuple[int, ...]) -> HostConfig:
-    """Device IPs belong to device ids: keep those of the devices still selected."""
-    ips = None
-    if host.device_ips and isinstance(host.devices, tuple):
-        by_device = dict(zip(host.devices, host.device_ips))
-        if all(d in by_device for d in devices):
-            ips = tuple(by_device[d] for d in devices)
-    return replace(host, devices=devices, device_ips=ips)
-

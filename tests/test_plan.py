@@ -7,13 +7,13 @@ import difflib
 import json
 import os
 import subprocess
-from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 import pytest
 
 from conftest import ROOT, STANDINS
-from npulaunch.config import ClusterConfig, Overrides, apply_overrides, load_config, parse_config
+from npulaunch.config import ClusterConfig, load_config, parse_config
+from npulaunch.overrides import Overrides, apply_overrides
 from npulaunch.discovery import discover_device_ips
 from npulaunch.errors import ConfigError
 from npulaunch.plan import Discovery, LaunchPlan, build_plan

@@ -1,0 +1,55 @@
+"""The agent in-process: an unhandled error inside the launcher still takes every rank down."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import RANKS, live_pids, wait_until
+from npulaunch.agent.agent import Agent, RankState
+from npulaunch.spec import HostPlan, RankSpec
+
+
+def host_plan(tmp_path: Path, marker: str, *rank_args: str, ranks: int = 2) -> HostPlan:
+    specs = []
+    for rank in range(ranks):
+        rank_dir = tmp_path / f"rank-{rank}"
+        specs.append(RankSpec(
+            rank=rank, local_rank=rank, world_size=ranks, host="localhost", node_rank=0, device_id=rank,
+            argv=(sys.executable, str(RANKS / "rank.py"), *rank_args), cwd=str(tmp_path),
+            env={"RANK_ID": str(rank), "NPLTEST_MARKER": marker, "NPULAUNCH_JOB_UUID": marker},
+            env_unset=(), env_sources={}, session_options={}, rank_dir=str(rank_dir),
+            stdout_path=str(rank_dir / "stdout.log"), stderr_path=str(rank_dir / "stderr.log"),
+            plog_dir=str(rank_dir / "ascend")))
+    return HostPlan(job_id="t", job_uuid=marker, host="localhost", node_rank=0, job_dir=str(tmp_path),
+                    grace_period_s=1.0, ranks=tuple(specs))
+
+
+def test_an_error_in_the_launcher_kills_every_rank(tmp_path: Path, marker: str) -> None:
+    started = []
+
+    def on_event(event) -> None:
+        if event.kind.value == "rank_started":
+            started.append(event.data["pid"])
+
+    def on_output(spec, stream, lines) -> None:
+        if any(line.text.startswith("grandchild") for line in lines):
+            raise RuntimeError("a bug in the supervisor")
+
+    agent = Agent(host_plan(tmp_path, marker, "*=grandchild:hang"), on_event, on_output)
+    with pytest.raises(RuntimeError, match="a bug in the supervisor"):
+        agent.run()
+    assert len(started) == 2
+    assert wait_until(lambda: not live_pids(started), 5.0)
+    # the marker fixture checks the grandchildren are gone too
+
+
+def test_outcome_of_a_clean_run(tmp_path: Path, marker: str) -> None:
+    seen = []
+    outcome = Agent(host_plan(tmp_path, marker, "0=exit:0", "1=exit:0"), lambda e: None,
+                    lambda spec, stream, lines: seen.extend((spec.rank, l.text) for l in lines)).run()
+    assert [r.state for r in outcome.ranks] == [RankState.SUCCEEDED, RankState.SUCCEEDED]
+    assert outcome.stop_signal is None and outcome.strays_killed == []
+    assert sorted(text.split()[0] for _, text in seen) == ["ready", "ready"]
