@@ -102,8 +102,8 @@ def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
     import time
 
     from .config import load_config
-    from .overrides import apply_overrides, config_from_cli
     from .discovery import discover_device_ips, discover_usable_devices
+    from .overrides import apply_overrides, config_from_cli
     from .plan import Discovery, build_plan, default_job_id
 
     overrides = _overrides(args, command)

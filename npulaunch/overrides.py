@@ -8,8 +8,15 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Optional, Tuple
 
-from .config import (ALL_DEVICES, DEFAULT_LOG_DIR, ClusterConfig, ConsoleMode, HostConfig, JobConfig,
-                     RankTableMode)
+from .config import (
+    ALL_DEVICES,
+    DEFAULT_LOG_DIR,
+    ClusterConfig,
+    ConsoleMode,
+    HostConfig,
+    JobConfig,
+    RankTableMode,
+)
 from .errors import ConfigError, ConfigProblem
 
 

@@ -11,7 +11,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .config import ClusterConfig, ConsoleMode, HostConfig, RankTableMode, validate_job_id
+from .config import (
+    ClusterConfig,
+    ConsoleMode,
+    HostConfig,
+    RankTableMode,
+    validate_job_id,
+)
 from .errors import ConfigError, ConfigProblem, PlanError
 from .rankenv import RankContext, build_rank_env
 from .ranktable import RANK_TABLE_FILENAME, build_rank_table, rank_table_problems

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import RANKS, live_pids, wait_until
+
 from npulaunch.agent.agent import Agent, RankState
 from npulaunch.spec import HostPlan, RankSpec
 

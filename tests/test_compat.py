@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, base_env, require
 
 HOST_SIDE = ["npulaunch/__init__.py", "npulaunch/spec.py", "npulaunch/events.py", "npulaunch/agent"]
@@ -31,6 +30,13 @@ def test_host_side_code_needs_at_most_python_3_7() -> None:
     require(shutil.which("vermin") is not None, "vermin (pip install vermin)")
     result = subprocess.run(["vermin", "--target=3.7-", "--violations", "--no-tips", "--eval-annotations",
                              *HOST_SIDE], cwd=str(ROOT), capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_launcher_needs_at_most_python_3_9() -> None:
+    require(shutil.which("vermin") is not None, "vermin (pip install vermin)")
+    result = subprocess.run(["vermin", "--target=3.9-", "--violations", "--no-tips", "--eval-annotations",
+                             "npulaunch"], cwd=str(ROOT), capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import NamedTuple, Optional, Tuple
 
 import pytest
-
 from conftest import job_dirs, run_cli
 
 # Lines 1-4 of most cases; what a case appends starts on line 5.

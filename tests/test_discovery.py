@@ -10,9 +10,15 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import pytest
-
 from conftest import STANDINS, base_env, job_dirs, run_cli
-from npulaunch.discovery import NpuChip, discover_device_ips, discover_devices, parse_hccn_ip, parse_npu_smi_info
+
+from npulaunch.discovery import (
+    NpuChip,
+    discover_device_ips,
+    discover_devices,
+    parse_hccn_ip,
+    parse_npu_smi_info,
+)
 from npulaunch.errors import PlanError
 
 # A container that sees only NPU 5 of its server, while a training process runs on it.

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, job_dirs, run_cli
 
 # world size of every shipped YAML; a new file must be added here (see the test below)

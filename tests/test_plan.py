@@ -10,12 +10,12 @@ import subprocess
 from typing import Any, Dict, Optional, Sequence
 
 import pytest
-
 from conftest import ROOT, STANDINS
+
 from npulaunch.config import ClusterConfig, load_config, parse_config
-from npulaunch.overrides import Overrides, apply_overrides
 from npulaunch.discovery import discover_device_ips
 from npulaunch.errors import ConfigError
+from npulaunch.overrides import Overrides, apply_overrides
 from npulaunch.plan import Discovery, LaunchPlan, build_plan
 from npulaunch.rankenv import REDACTED, redact_env
 from npulaunch.ranktable import render_rank_table

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-
 from conftest import rank_cmd, run_cli
 
 

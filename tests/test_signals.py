@@ -15,8 +15,16 @@ from typing import Dict, Optional
 
 import psutil
 import pytest
-
-from conftest import ROOT, base_env, live_pids, marked_pids, npulaunch_argv, rank_cmd, require, wait_until
+from conftest import (
+    ROOT,
+    base_env,
+    live_pids,
+    marked_pids,
+    npulaunch_argv,
+    rank_cmd,
+    require,
+    wait_until,
+)
 
 
 def start_job(log_dir: Path, marker: str, *rank_args: str, nproc: int = 3, grace: float = 1.0,

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from npulaunch.agent.tail import MAX_LINE_BYTES, FileTail, Line, LineSplitter, last_lines
+from npulaunch.agent.tail import (
+    MAX_LINE_BYTES,
+    FileTail,
+    Line,
+    LineSplitter,
+    last_lines,
+)
 
 
 def feed_all(chunks):

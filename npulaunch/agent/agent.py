@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -53,7 +54,9 @@ class RankProcess:
     signal: Optional[str] = None
     error: Optional[str] = None
     tails: Tuple[FileTail, ...] = ()
-    popen: object = None
+    # Kept referenced until we reap it ourselves: an unreferenced Popen may be polled by the
+    # subprocess module's own clean-up, which would steal the exit status from our waitpid(-1).
+    popen: Optional["subprocess.Popen[bytes]"] = None
 
     def result(self) -> "RankResult":
         return RankResult(rank=self.spec.rank, host=self.spec.host, device_id=self.spec.device_id,
@@ -244,7 +247,8 @@ class Agent:
                 continue  # an orphaned descendant re-parented to us
             self._pump_rank(proc)  # its last lines come before its exit on the console
             proc.exit_code, proc.signal = procs.decode_status(status)
-            proc.popen.returncode = proc.exit_code if proc.signal is None else -1  # type: ignore[attr-defined]
+            if proc.popen is not None:
+                proc.popen.returncode = proc.exit_code if proc.signal is None else -1
             proc.end_time = time.time()
             if proc.exit_code == 0:
                 proc.state = RankState.SUCCEEDED
@@ -272,11 +276,13 @@ class Agent:
         if not left:
             return []
         found = sorted(left)
+        inbox = self._inbox
+        assert inbox is not None
         self._signal_everything(signal.SIGTERM)
         deadline = self._clock() + self.plan.grace_period_s
         while left and self._clock() < deadline and not self._killed:
-            self._inbox.wait(min(self._poll_s, max(0.0, deadline - self._clock())))  # type: ignore[union-attr]
-            for signum in self._inbox.take():  # type: ignore[union-attr]
+            inbox.wait(min(self._poll_s, max(0.0, deadline - self._clock())))
+            for signum in inbox.take():
                 if signum in STOP_SIGNALS:
                     self._killed = True
             procs.reap_any()
