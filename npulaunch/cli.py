@@ -57,6 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="validate the configuration and this host; start nothing",
                                 description="Validate, plan and check this host; exit 0 or 2.")
     _add_job_flags(check)
+    for name, what in (("options", "TF Adapter session options"), ("env-vars", "environment variables")):
+        catalog = commands.add_parser(name, help=f"list the {what} npulaunch knows and checks",
+                                      description=f"The catalog of {what}, from CANN's documentation.")
+        catalog.add_argument("name", nargs="?", help="show this entry in full")
+        catalog.add_argument("--area", help="only this area (e.g. dump, memory, profiling)")
+        catalog.add_argument("--search", metavar="WORD", help="only entries mentioning WORD")
+        catalog.add_argument("--json", action="store_true", help="the whole (selected) catalog as JSON")
+        if name == "options":
+            catalog.add_argument("--env", action="store_true", help="environment variables instead of options")
     return parser
 
 
@@ -143,6 +152,8 @@ def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
         check_local(plan, os.environ)
     for note in plan.notes:
         print(f"note: {note}")
+    for warning in plan.warnings:
+        print(warning)
     print(f"ok: {plan.world_size} ranks on {len(plan.hosts)} host(s); nothing was started")
     return 0
 
@@ -160,11 +171,35 @@ def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     console = Console(plan.console)
     for note in plan.notes:
         console.message(f"note: {note}")
+    for warning in plan.warnings:
+        console.message(warning)
     return LocalSupervisor(plan, console).run().exit_code
 
 
+def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:
+    from .catalog.envvars import ENV_VARS
+    from .catalog.options import OPTIONS
+    from .catalogview import render_entry, render_json, render_table, select
+    from .config import did_you_mean
+
+    specs: Sequence[Any] = ENV_VARS if args.command == "env-vars" or getattr(args, "env", False) else OPTIONS
+    if args.name:
+        found = [s for s in specs if s.name == args.name]
+        if not found:
+            hint = did_you_mean(args.name, [s.name for s in specs])
+            raise UsageError(f"no entry named {args.name!r}" + (f"; {hint}" if hint else ""))
+        sys.stdout.write(render_json(found) if args.json else render_entry(found[0]))
+        return 0
+    areas = sorted({s.area for s in specs})
+    if args.area and args.area not in areas:
+        raise UsageError(f"no area {args.area!r}; areas: {', '.join(areas)}")
+    chosen = select(specs, args.area, args.search)
+    sys.stdout.write(render_json(chosen) if args.json else render_table(chosen))
+    return 0
+
+
 COMMANDS: Dict[str, Callable[[argparse.Namespace, Optional[List[str]]], int]] = {
-    "run": cmd_run, "plan": cmd_plan, "check": cmd_check}
+    "run": cmd_run, "plan": cmd_plan, "check": cmd_check, "options": cmd_catalog, "env-vars": cmd_catalog}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -6,6 +6,7 @@ looks at devices or the machine (that is the plan's job) and never starts anythi
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -86,6 +87,8 @@ class ClusterConfig:
     rank_table: RankTableMode = RankTableMode.AUTO
     sources: Dict[str, str] = field(default_factory=dict)  # "job.command" -> "yaml" | "cli" | "default"
     document: Optional["YamlDocument"] = None
+    product: Optional[str] = None  # the Ascend product line, for options whose range depends on it
+    warnings: Tuple[ConfigProblem, ...] = ()
 
     def problem(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> ConfigProblem:
         """A problem located in this config's YAML (or on the command line)."""
@@ -93,7 +96,8 @@ class ClusterConfig:
         return ConfigProblem(self.source, line, render_path(path), found, allowed, hint)
 
 
-TOP_KEYS = ("version", "job", "hosts", "env", "session_options", "rank_table")
+TOP_KEYS = ("version", "job", "hosts", "env", "session_options", "rank_table", "product")
+PRODUCTS = ("atlas-training", "atlas-a2", "atlas-a3", "atlas-inference", "atlas-300i-duo")
 JOB_KEYS = ("name", "id", "command", "workdir", "log_dir", "grace_period_s", "console", "forward_signals")
 HOST_KEYS = ("host", "devices", "device_ips")
 
@@ -123,9 +127,14 @@ class _Checker:
     def __init__(self, doc: "YamlDocument") -> None:
         self.doc = doc
         self.problems: List[ConfigProblem] = []
+        self.warnings: List[ConfigProblem] = []
 
     def add(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> None:
         self.problems.append(ConfigProblem(self.doc.source, self.doc.line_of(path), render_path(path),
+                                           found, allowed, hint))
+
+    def warn(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> None:
+        self.warnings.append(ConfigProblem(self.doc.source, self.doc.line_of(path), render_path(path),
                                            found, allowed, hint))
 
     def source_text(self, value: Any, path: YamlPath) -> Any:
@@ -189,6 +198,13 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     rank_table = RankTableMode.AUTO
     if "rank_table" in top:
         rank_table = check.choice(top["rank_table"], ("rank_table",), RankTableMode) or RankTableMode.AUTO
+    product = None
+    if "product" in top:
+        if top["product"] in PRODUCTS:
+            product = top["product"]
+        else:
+            hint = did_you_mean(top["product"], PRODUCTS) if isinstance(top["product"], str) else ""
+            check.add(("product",), describe(top["product"]), "one of " + ", ".join(PRODUCTS), hint)
     if check.problems:
         raise ConfigError(check.problems)
     assert job is not None
@@ -200,7 +216,8 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
         given = isinstance(entry, dict) and "devices" in entry
         sources[f"hosts[{index}].devices"] = "yaml" if given else "default"
     return ClusterConfig(source=doc.source, job=job, hosts=hosts, env=env, session_options=options,
-                         rank_table=rank_table, sources=sources, document=doc)
+                         rank_table=rank_table, sources=sources, document=doc, product=product,
+                         warnings=tuple(check.warnings))
 
 
 def _parse_job(check: _Checker, value: Any, base_dir: str, source: str) -> Optional[JobConfig]:
@@ -377,42 +394,69 @@ def _parse_device_ips(check: _Checker, value: Any, path: YamlPath,
 
 
 def _parse_env(check: _Checker, value: Any) -> Dict[str, Optional[str]]:
+    from .catalog.envvars import ENV_VARS
+    from .values import ValueProblem, check_env_value
+
     if value is None:
         return {}
     if not isinstance(value, dict):
         check.add(("env",), describe(value), "a mapping of variable names to values")
         return {}
+    known = {spec.name: spec for spec in ENV_VARS}
     env: Dict[str, Optional[str]] = {}
     for name, item in value.items():
         path: YamlPath = ("env", name)
+        spec = known.get(name)
         if not ENV_NAME_PATTERN.match(name):
             check.add(path, f"variable name {name!r}", "letters, digits and '_', not starting with a digit")
-        elif isinstance(item, bool):
+            continue
+        if isinstance(item, dict) and spec is not None and spec.kind == "json":
+            item = json.dumps(item, separators=(",", ":"))
+        if isinstance(item, bool):
             check.add(path, describe(item), "a string or a number",
                       "YAML reads yes/no/on/off/true/false as booleans: quote the value")
-        elif item is None or isinstance(item, str):
-            env[name] = item
         elif isinstance(item, (int, float)):
             env[name] = str(check.source_text(item, path))  # FOO: 010 means "010", not "8"
+        elif item is None or isinstance(item, str):
+            env[name] = item
         else:
             check.add(path, describe(item), "a string, a number, or null (removes an inherited variable)")
+        if env.get(name) is not None and spec is not None and not spec.set_by_launcher:
+            try:
+                check_env_value(spec, env[name] or "")
+            except ValueProblem as problem:
+                check.add(path, problem.found, problem.allowed, problem.hint)
+        elif spec is None and name.startswith(("ASCEND_", "HCCL_")):
+            check.warn(path, f"unknown variable {name}", "the variables of `npulaunch env-vars`",
+                       did_you_mean(name, list(known)) or "CANN ignores names it does not know")
     for name, found, allowed, hint in env_problems(env):
         check.add(("env", name), found, allowed, hint)
     return env
 
 
 def _parse_session_options(check: _Checker, value: Any) -> Dict[str, Any]:
+    """Each option checked against the catalog and rendered to its CANN value (.b/.i/.s)."""
+    from .catalog.options import OPTIONS
+    from .values import ValueProblem, check_option
+
     if value is None:
         return {}
     if not isinstance(value, dict):
         check.add(("session_options",), describe(value), "a mapping of TF Adapter option names to values")
         return {}
+    known = {spec.name: spec for spec in OPTIONS}
     options: Dict[str, Any] = {}
     for name, item in value.items():
-        if not re.match(r"^[a-z][a-z0-9_]*$", name):
-            check.add(("session_options", name), f"option name {name!r}", "lower-case TF Adapter option names")
+        path: YamlPath = ("session_options", name)
+        spec = known.get(name)
+        if spec is None:
+            check.add(path, f"unknown option {name!r}", "the options of `npulaunch options`",
+                      did_you_mean(name, list(known)))
         elif item is None:
-            check.add(("session_options", name), "null", "a value (remove the key to keep the default)")
+            check.add(path, "null", "a value (remove the key to keep CANN's default)")
         else:
-            options[name] = item
+            try:
+                options[name] = check_option(spec, item)
+            except ValueProblem as problem:
+                check.add(path + problem.key, problem.found, problem.allowed, problem.hint)
     return options

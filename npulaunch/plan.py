@@ -20,6 +20,7 @@ from .config import (
 )
 from .errors import ConfigError, ConfigProblem, PlanError
 from .rankenv import RankContext, build_rank_env
+from .rankoptions import check_job_options, options_for_rank, shared_dir_warnings
 from .ranktable import RANK_TABLE_FILENAME, build_rank_table, rank_table_problems
 from .spec import HostPlan, RankSpec
 
@@ -52,6 +53,7 @@ class LaunchPlan:
     forward_signals: Tuple[str, ...]
     sources: Dict[str, str] = field(default_factory=dict)  # "job_id" -> "cli", "hosts[0].devices" -> ...
     notes: Tuple[str, ...] = ()  # decisions the user should know about (printed by plan/check/run)
+    warnings: Tuple[str, ...] = ()  # likely mistakes that do not stop the job (printed, kept in plan.json)
 
     def host_plan(self, node_rank: int) -> HostPlan:
         """The share of one host's agent."""
@@ -94,17 +96,27 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
     job_dir = os.path.join(config.job.log_dir, job_id)
     table, table_path = _decide_rank_table(config, devices_by_host, ips_by_host, job_dir, notes)
     world_size = sum(len(devices) for devices in devices_by_host)
+    errors, warnings = check_job_options(config, world_size)
+    if errors:
+        raise ConfigError(errors)
     ranks: List[RankSpec] = []
     for node_rank, (host, devices) in enumerate(zip(config.hosts, devices_by_host)):
         for local_rank, device_id in enumerate(devices):
             ranks.append(_rank_spec(config, job_id, job_uuid, job_dir, table_path, host.host, node_rank,
                                     len(ranks), local_rank, len(devices), world_size, device_id))
+    warnings.extend(shared_dir_warnings([(r.host, r.rank, r.session_options) for r in ranks]))
+    if "session_device_id" in config.session_options:
+        device = config.session_options["session_device_id"]
+        notes.append(f"session_device_id {device} overrides ASCEND_DEVICE_ID: every rank's session uses device "
+                     f"{device}, whatever its DEVICE_ID")
+        if any(len(devices) > 1 for devices in devices_by_host):
+            warnings.append(f"warning: session_device_id {device} puts every rank of a host on the same device")
     return LaunchPlan(job_id=job_id, job_uuid=job_uuid, job_name=config.job.name, job_dir=job_dir,
                       config_source=config.source, world_size=world_size,
                       hosts=tuple(h.host for h in config.hosts), ranks=tuple(ranks), rank_table=table,
                       rank_table_path=table_path, grace_period_s=config.job.grace_period_s,
                       console=config.job.console, forward_signals=config.job.forward_signals,
-                      sources=sources, notes=tuple(notes))
+                      sources=sources, notes=tuple(notes), warnings=tuple(warnings))
 
 
 def _rank_spec(config: ClusterConfig, job_id: str, job_uuid: str, job_dir: str, table_path: Optional[str],
@@ -112,14 +124,16 @@ def _rank_spec(config: ClusterConfig, job_id: str, job_uuid: str, job_dir: str, 
                world_size: int, device_id: int) -> RankSpec:
     rank_dir = os.path.join(job_dir, f"rank-{rank}")
     plog_dir = os.path.join(rank_dir, "ascend")
+    options = options_for_rank(config.session_options, {"job_id": job_id, "rank": rank, "local_rank": local_rank,
+                                                        "device_id": device_id, "host": host})
     ctx = RankContext(rank=rank, local_rank=local_rank, world_size=world_size,
                       local_world_size=local_world_size, node_rank=node_rank, host=host, device_id=device_id,
                       job_id=job_id, job_uuid=job_uuid, job_dir=job_dir, rank_dir=rank_dir, plog_dir=plog_dir,
-                      rank_table_path=table_path, session_options=config.session_options)
+                      rank_table_path=table_path, session_options=options)
     env, unset, env_sources = build_rank_env(ctx, config.env)
     return RankSpec(rank=rank, local_rank=local_rank, world_size=world_size, host=host, node_rank=node_rank,
                     device_id=device_id, argv=config.job.command, cwd=config.job.workdir, env=env,
-                    env_unset=unset, env_sources=env_sources, session_options=dict(config.session_options),
+                    env_unset=unset, env_sources=env_sources, session_options=options,
                     rank_dir=rank_dir, stdout_path=os.path.join(rank_dir, "stdout.log"),
                     stderr_path=os.path.join(rank_dir, "stderr.log"), plog_dir=plog_dir)
 

@@ -44,7 +44,8 @@ def plan_to_dict(plan: LaunchPlan, inherited_by_host: Mapping[str, Mapping[str, 
         "config": plan.config_source, "world_size": plan.world_size, "hosts": list(plan.hosts),
         "grace_period_s": plan.grace_period_s, "console": plan.console.value,
         "forward_signals": list(plan.forward_signals), "rank_table_path": plan.rank_table_path,
-        "rank_table": plan.rank_table, "sources": plan.sources, "notes": list(plan.notes), "ranks": ranks,
+        "rank_table": plan.rank_table, "sources": plan.sources, "notes": list(plan.notes),
+        "warnings": list(plan.warnings), "ranks": ranks,
     }
 
 
@@ -71,4 +72,5 @@ def render_plan_table(plan: LaunchPlan) -> str:
         lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1])
     for note in plan.notes:
         lines.append(f"note: {note}")
+    lines.extend(plan.warnings)
     return "\n".join(lines) + "\n"

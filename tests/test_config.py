@@ -78,7 +78,7 @@ CORPUS = [
     pytest.param(Case(HEAD + "rank_table: bogus\n", 5, "rank_table", ("one of auto, required, none",)),
                  id="rank-table-bogus"),
     pytest.param(Case(HEAD + "session_options:\n  Bad-Option: 1\n", 6, "session_options.Bad-Option",
-                      ("lower-case TF Adapter option names",)), id="session-option-name"),
+                      ("unknown option", "npulaunch options"),), id="session-option-name"),
     # --- hosts and devices
     pytest.param(Case(HEAD + ONE_HOST + "    devices: some\n", 7, "hosts[0].devices",
                       ("a list of device ids 0-63", 'or "all"')), id="devices-not-list"),

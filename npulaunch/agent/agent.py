@@ -103,6 +103,7 @@ class Agent:
         self.stop_signal: Optional[int] = None
         self._inbox: Optional[SignalInbox] = None
         self._guard: Optional[Guard] = None
+        self._preexisting: Set[int] = set()
         self._forward = tuple(getattr(signal, name) for name in plan.forward_signals)
 
     # -- reporting -------------------------------------------------------------------------
@@ -147,8 +148,9 @@ class Agent:
         procs.kill_pids(self._strays(table) - set(members), signum)
 
     def _strays(self, table: Dict[int, procs.ProcInfo]) -> Set[int]:
-        """Our live descendants (we are a subreaper), the guard excepted."""
-        found = procs.descendants(os.getpid(), table)
+        """Our live descendants (we are a subreaper), except the guard and whatever this process
+        had started before the agent ran (when the agent is embedded in a larger program)."""
+        found = procs.descendants(os.getpid(), table) - self._preexisting
         if self._guard is not None:
             found.discard(self._guard.pid)
         return found
@@ -158,6 +160,7 @@ class Agent:
     def run(self) -> AgentOutcome:
         """Start every rank and watch them until all have ended and nothing of the job is left."""
         self._inbox = SignalInbox(STOP_SIGNALS + self._forward)
+        self._preexisting = procs.descendants(os.getpid(), procs.snapshot())
         stray_pids: List[int] = []
         try:
             procs.become_subreaper()

@@ -1,0 +1,277 @@
+"""Rules between session options, and between options and environment variables, from CANN's
+documents (shared/seeds): each rule is a function of the checked values that returns findings.
+
+Pure. Errors stop the launch; warnings are printed and kept in the plan. Every finding names the
+options involved so the message can point at each of them in the YAML.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from .catalog import OptionSpec
+from .catalog.options import OPTIONS
+from .values import dynamic_count, profiles
+
+BY_NAME: Dict[str, OptionSpec] = {spec.name: spec for spec in OPTIONS}
+ERROR, WARNING = "error", "warning"
+HCCL_TIMEOUT_STEP_S = 68  # Atlas training series round hccl_timeout down to a multiple of this
+HCCL_TIMEOUT_LEGACY_MAX_S = 17340
+DYNAMIC_TRIO = ("input_shape", "dynamic_dims", "dynamic_node_type")
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str  # ERROR or WARNING
+    names: Tuple[str, ...]  # option names, or env:NAME for environment variables
+    found: str
+    allowed: str
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    options: Mapping[str, Any]  # rendered session options the YAML sets
+    env: Mapping[str, Optional[str]]  # the YAML's env (None = removed)
+    effective_env: Mapping[str, str]  # what the ranks will see of npulaunch's defaults + the YAML's env
+    world_size: int
+    product: Optional[str] = None
+    file_reader: Callable[[str], Optional[str]] = field(default=lambda path: _read(path))
+
+    def has(self, name: str) -> bool:
+        return name in self.options
+
+    @property
+    def training(self) -> bool:
+        return self.options.get("graph_run_mode", 1) == 1
+
+
+def _read(path: str) -> Optional[str]:
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+Rule = Callable[[RuleContext], List[Finding]]
+RULES: List[Rule] = []
+
+
+def rule(func: Rule) -> Rule:
+    RULES.append(func)
+    return func
+
+
+def check_rules(ctx: RuleContext) -> List[Finding]:
+    """Every finding of every rule, errors first."""
+    found = [f for check in RULES for f in check(ctx)]
+    return sorted(found, key=lambda f: f.level != ERROR)
+
+
+def _excludes(ctx: RuleContext, a: str, b: str, why: str) -> List[Finding]:
+    if ctx.has(a) and ctx.has(b):
+        return [Finding(ERROR, (a, b), f"both {a} and {b}", f"one of {a} and {b}", why)]
+    return []
+
+
+def _requires(ctx: RuleContext, name: str, needed: str, value: Any = None, why: str = "") -> List[Finding]:
+    if not ctx.has(name):
+        return []
+    if value is None and not ctx.has(needed):
+        return [Finding(ERROR, (name, needed), f"{name} without {needed}", f"{name} together with {needed}", why)]
+    if value is not None and ctx.options.get(needed) != value:
+        shown = str(value).lower() if isinstance(value, bool) else value
+        return [Finding(ERROR, (name, needed), f"{name} with {needed}: {ctx.options.get(needed, '(unset)')}",
+                        f"{needed}: {shown}", why)]
+    return []
+
+
+@rule
+def stream_sync_after_collectives(ctx: RuleContext) -> List[Finding]:
+    """stream_sync_timeout (ms) must exceed the collective timeout (s) in cluster training."""
+    value = ctx.options.get("stream_sync_timeout")
+    if value is None or value == -1 or ctx.world_size < 2:
+        return []
+    if "hccl_timeout" in ctx.options:
+        other, seconds = "hccl_timeout", int(ctx.options["hccl_timeout"])
+    elif str(ctx.effective_env.get("HCCL_EXEC_TIMEOUT", "")).isdigit():
+        other, seconds = "env:HCCL_EXEC_TIMEOUT", int(ctx.effective_env["HCCL_EXEC_TIMEOUT"])
+    else:
+        return []
+    if seconds == 0 or value > seconds * 1000:
+        return []
+    hint = f"stream_sync_timeout is in milliseconds, {other.split(':')[-1]} in seconds"
+    if value > seconds:  # bigger than the seconds value: it was probably meant as seconds
+        hint += f"; {value} looks like seconds: {value * 1000} ms would be {value} s"
+    return [Finding(ERROR, ("stream_sync_timeout", other), f"stream_sync_timeout {value} ms <= {seconds} s",
+                    f"more than {seconds * 1000} ms in a job of {ctx.world_size} ranks", hint)]
+
+
+@rule
+def hccl_timeout_by_product(ctx: RuleContext) -> List[Finding]:
+    value = ctx.options.get("hccl_timeout")
+    if value is None:
+        return []
+    legacy = ctx.product in (None, "atlas-training", "atlas-300i-duo")
+    if legacy and not 0 < value <= HCCL_TIMEOUT_LEGACY_MAX_S:
+        where = ctx.product or "every product (no product: in the YAML, so the safe range applies)"
+        return [Finding(ERROR, ("hccl_timeout",), f"hccl_timeout {value}",
+                        f"1 to {HCCL_TIMEOUT_LEGACY_MAX_S} seconds on {where}",
+                        "Atlas A2/A3 allow 0 (never) to 2147483647: set product: atlas-a2 or atlas-a3")]
+    if legacy and (value < HCCL_TIMEOUT_STEP_S or value % HCCL_TIMEOUT_STEP_S):
+        actual = max(HCCL_TIMEOUT_STEP_S, value // HCCL_TIMEOUT_STEP_S * HCCL_TIMEOUT_STEP_S)
+        return [Finding(WARNING, ("hccl_timeout",), f"hccl_timeout {value}", "a multiple of 68 seconds",
+                        f"Atlas training products round it to {actual} s")]
+    return []
+
+
+@rule
+def precision_modes(ctx: RuleContext) -> List[Finding]:
+    return _excludes(ctx, "precision_mode", "precision_mode_v2", "precision_mode_v2 replaces precision_mode")
+
+
+@rule
+def dumps(ctx: RuleContext) -> List[Finding]:
+    found = _excludes(ctx, "enable_dump", "enable_dump_debug", "data dump and overflow dump cannot run together")
+    for name in ("enable_dump", "enable_dump_debug"):
+        if ctx.options.get(name) is True and not ctx.has("dump_path"):
+            found.append(Finding(ERROR, (name, "dump_path"), f"{name}: true without dump_path",
+                                 "dump_path set", "the dump needs a directory (use {rank} to keep ranks apart)"))
+    return found
+
+
+@rule
+def variable_on_host(ctx: RuleContext) -> List[Finding]:
+    if ctx.options.get("variable_placement") == "Host":
+        return _requires(ctx, "variable_placement", "mix_compile_mode", True,
+                         "variables on the host need mixed computing")
+    return []
+
+
+@rule
+def dynamic_dimensions(ctx: RuleContext) -> List[Finding]:
+    given = [n for n in DYNAMIC_TRIO if ctx.has(n)]
+    if not given:
+        return []
+    if len(given) != len(DYNAMIC_TRIO):
+        missing = [n for n in DYNAMIC_TRIO if n not in given]
+        return [Finding(ERROR, tuple(given) + tuple(missing), "only " + ", ".join(given),
+                        "input_shape, dynamic_dims and dynamic_node_type together")]
+    count, shapes = dynamic_count(ctx.options["input_shape"]), profiles(ctx.options["dynamic_dims"])
+    found = []
+    if len(shapes[0]) != count:
+        found.append(Finding(ERROR, ("dynamic_dims", "input_shape"), f"profiles of {len(shapes[0])} sizes",
+                             f"{count} sizes per profile, one per -1 in input_shape"))
+    if not 2 <= len(shapes) <= 100:
+        found.append(Finding(ERROR, ("dynamic_dims",), f"{len(shapes)} profile(s)", "2 to 100 profiles"))
+    return found
+
+
+@rule
+def dynamic_modes(ctx: RuleContext) -> List[Finding]:
+    found = []
+    trio = [n for n in DYNAMIC_TRIO if ctx.has(n)]
+    if ctx.options.get("compile_dynamic_mode") is True and trio:
+        found.append(Finding(ERROR, ("compile_dynamic_mode", trio[0]), "compile_dynamic_mode with " + ", ".join(trio),
+                             "compile_dynamic_mode without the dynamic-dimension options"))
+    if ctx.options.get("compile_hybrid_mode") == 1 and (
+            len(trio) != len(DYNAMIC_TRIO) or ctx.options.get("dynamic_node_type") != 1):
+        found.append(Finding(ERROR, ("compile_hybrid_mode", "dynamic_node_type"),
+                             "compile_hybrid_mode: 1 without input_shape, dynamic_dims and dynamic_node_type: 1",
+                             "input_shape, dynamic_dims and dynamic_node_type: 1 (placeholder inputs)"))
+    return found
+
+
+@rule
+def operator_precision(ctx: RuleContext) -> List[Finding]:
+    found = []
+    if ctx.has("op_precision_mode"):
+        for name in ("op_select_implmode", "optypelist_for_implmode"):
+            if ctx.has(name):
+                found.append(Finding(WARNING, (name, "op_precision_mode"), f"{name} with op_precision_mode",
+                                     "one of them", f"op_precision_mode takes precedence: {name} is ignored"))
+    return found + _requires(ctx, "optypelist_for_implmode", "op_select_implmode",
+                             why="the listed operators get op_select_implmode's mode")
+
+
+@rule
+def static_memory(ctx: RuleContext) -> List[Finding]:
+    found = []
+    if ctx.has("static_memory_policy") and ctx.env.get("GE_USE_STATIC_MEMORY") is not None:
+        found.append(Finding(ERROR, ("static_memory_policy", "env:GE_USE_STATIC_MEMORY"),
+                             "both static_memory_policy and GE_USE_STATIC_MEMORY", "one of them",
+                             "static_memory_policy replaces the GE_USE_STATIC_MEMORY variable"))
+    if ctx.options.get("static_memory_policy") in (2, 4) and ctx.options.get("graph_max_parallel_model_num", 1) > 1:
+        found.append(Finding(ERROR, ("static_memory_policy", "graph_max_parallel_model_num"),
+                             f"static_memory_policy {ctx.options['static_memory_policy']} with "
+                             f"graph_max_parallel_model_num {ctx.options['graph_max_parallel_model_num']}",
+                             "static_memory_policy 0 or 3 when graphs run in parallel"))
+    return found
+
+
+@rule
+def companions(ctx: RuleContext) -> List[Finding]:
+    return (_requires(ctx, "local_device_list", "local_rank_id", why="the main process is named by local_rank_id")
+            + _requires(ctx, "in_out_pair", "mix_compile_mode", True, "in_out_pair is a mixed-computing option")
+            + _requires(ctx, "in_out_pair_flag", "in_out_pair", why="the flag applies to in_out_pair's operators"))
+
+
+@rule
+def accelerate_needs_precision(ctx: RuleContext) -> List[Finding]:
+    if not ctx.has("experimental_accelerate_train_mode"):
+        return []
+    checks = (("precision_mode", ("allow_fp32_to_fp16", "must_keep_origin_dtype")),
+              ("precision_mode_v2", ("origin",)))
+    for name, allowed in checks:
+        if ctx.has(name) and ctx.options[name] not in allowed:
+            return [Finding(ERROR, ("experimental_accelerate_train_mode", name),
+                            f"{name}: {ctx.options[name]}", f"{name} unset or one of " + ", ".join(allowed))]
+    return []
+
+
+@rule
+def op_debug_oom(ctx: RuleContext) -> List[Finding]:
+    path = ctx.options.get("op_debug_config")
+    if not path:
+        return []
+    text = ctx.file_reader(path)
+    if text is None:
+        return [Finding(WARNING, ("op_debug_config",), f"{path} (not readable here)", "a readable .cfg file",
+                        "its oom/ccec_O0/NPU_COLLECT_PATH conflicts could not be checked")]
+    flags = set()
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "op_debug_config":
+            flags = {v.strip() for v in value.split(",")}
+    found = []
+    if {"oom", "ccec_O0"} <= flags:
+        found.append(Finding(ERROR, ("op_debug_config",), f"{path}: oom with ccec_O0", "oom or ccec_O0",
+                             "both together end in an AI Core error"))
+    if "oom" in flags and ctx.env.get("NPU_COLLECT_PATH"):
+        found.append(Finding(ERROR, ("op_debug_config", "env:NPU_COLLECT_PATH"),
+                             f"{path}: oom with NPU_COLLECT_PATH set", "oom or NPU_COLLECT_PATH",
+                             "the memory check cannot run while fault collection is on"))
+    return found
+
+
+@rule
+def scenario_and_status(ctx: RuleContext) -> List[Finding]:
+    found = []
+    for name in ctx.options:
+        spec = BY_NAME.get(name)
+        if spec is None:
+            continue
+        if spec.scenario == "training" and not ctx.training:
+            found.append(Finding(WARNING, (name, "graph_run_mode"), f"{name} with graph_run_mode: 0",
+                                 "training options in training", f"{name} applies to training only"))
+        if spec.scenario == "inference" and ctx.training and name != "graph_run_mode":
+            found.append(Finding(WARNING, (name,), f"{name} in a training job",
+                                 "online-inference options with graph_run_mode: 0",
+                                 f"{name} applies to online inference only"))
+        if spec.status == "deprecated":
+            instead = f"use {spec.replacement}" if spec.replacement else "it will be removed"
+            found.append(Finding(WARNING, (name,), f"{name} (deprecated)", "current options", instead))
+    return found
