@@ -95,7 +95,7 @@ def build_rank_env(ctx: RankContext, yaml_env: Mapping[str, Optional[str]],
 def env_problems(yaml_env: Mapping[str, Optional[str]]) -> List[Tuple[str, str, str, str]]:
     """Problems with the user's env: ``(name, found, allowed, hint)`` for each."""
     problems = []
-    for name, value in yaml_env.items():
+    for name in yaml_env:
         if name in RANK_VARIABLES or name.startswith(NPULAUNCH_PREFIX):
             hint = "use job.id (or --job-id)" if name == "JOB_ID" else "npulaunch sets it for every rank"
             problems.append((name, f"{name} in env", "variables other than " + ", ".join(RANK_VARIABLES)

@@ -25,12 +25,21 @@ def _path_of(name: str) -> Tuple[str, str]:
     return ("env", name[4:]) if name.startswith("env:") else ("session_options", name)
 
 
+def _where(config: ClusterConfig, name: str) -> str:
+    """``session_options.x (line 12)``, or ``(not set)`` for an option the YAML does not have."""
+    path = _path_of(name)
+    problem = config.problem(path, "", "")
+    given = config.document is not None and path in config.document.lines
+    return f"{problem.path} (line {problem.line})" if given else f"{problem.path} (not set)"
+
+
 def _locate(config: ClusterConfig, finding: Finding) -> ConfigProblem:
-    names = " and ".join(n.replace("env:", "env.") for n in finding.names)
     problem = config.problem(_path_of(finding.names[0]), finding.found, finding.allowed, finding.hint)
-    others = [config.problem(_path_of(n), "", "") for n in finding.names[1:]]
-    where = ", ".join(f"{p.path} (line {p.line})" if p.line else p.path for p in others)
-    hint = "; ".join(h for h in (finding.hint, f"rule between {names}" + (f": see {where}" if where else "")) if h)
+    hint = finding.hint
+    if len(finding.names) > 1:
+        names = " and ".join(n.replace("env:", "env.") for n in finding.names)
+        others = ", ".join(_where(config, n) for n in finding.names[1:])
+        hint = "; ".join(h for h in (hint, f"rule between {names}: see {others}") if h)
     return ConfigProblem(problem.source, problem.line, problem.path, problem.found, problem.allowed, hint)
 
 

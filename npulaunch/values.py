@@ -58,7 +58,7 @@ def _numeric_text(spec: OptionSpec) -> bool:
 def check_templates(text: str) -> str:
     for name in _PLACEHOLDER.findall(text):
         if name not in PLACEHOLDERS:
-            raise ValueProblem(json.dumps(text), "placeholders " + ", ".join("{%s}" % p for p in PLACEHOLDERS),
+            raise ValueProblem(repr(text), "placeholders " + ", ".join("{%s}" % p for p in PLACEHOLDERS),
                                f"unknown placeholder {{{name}}}")
     return text
 

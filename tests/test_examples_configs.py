@@ -14,6 +14,7 @@ WORLD_SIZES = {
     "cluster_configs/local-4.yaml": 4,
     "cluster_configs/server-8npu.yaml": 8,
     "cluster_configs/two-servers.yaml": 16,
+    "examples/dump-and-profile.yaml": 2,
 }
 
 

@@ -7,7 +7,12 @@ from typing import Any
 import pytest
 
 from npulaunch.catalog import EnvVarSpec, OptionSpec
-from npulaunch.values import ValueProblem, check_env_value, check_option, expand_templates
+from npulaunch.values import (
+    ValueProblem,
+    check_env_value,
+    check_option,
+    expand_templates,
+)
 
 
 def spec(form: str = "", type: str = "s", **kw: Any) -> OptionSpec:
