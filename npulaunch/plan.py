@@ -20,7 +20,6 @@ from .config import (
 )
 from .errors import ConfigError, ConfigProblem, PlanError
 from .rankenv import RankContext, build_rank_env
-from .rankoptions import check_job_options, options_for_rank, shared_dir_warnings
 from .ranktable import RANK_TABLE_FILENAME, build_rank_table, rank_table_problems
 from .spec import HostPlan, RankSpec
 
@@ -96,15 +95,20 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
     job_dir = os.path.join(config.job.log_dir, job_id)
     table, table_path = _decide_rank_table(config, devices_by_host, ips_by_host, job_dir, notes)
     world_size = sum(len(devices) for devices in devices_by_host)
-    errors, warnings = check_job_options(config, world_size)
-    if errors:
-        raise ConfigError(errors)
+    warnings: List[str] = []
+    if config.session_options or config.env or config.warnings:  # the catalog costs ~15 ms to import
+        from .rankoptions import check_job_options, shared_dir_warnings
+
+        errors, warnings = check_job_options(config, world_size)
+        if errors:
+            raise ConfigError(errors)
     ranks: List[RankSpec] = []
     for node_rank, (host, devices) in enumerate(zip(config.hosts, devices_by_host)):
         for local_rank, device_id in enumerate(devices):
             ranks.append(_rank_spec(config, job_id, job_uuid, job_dir, table_path, host.host, node_rank,
                                     len(ranks), local_rank, len(devices), world_size, device_id))
-    warnings.extend(shared_dir_warnings([(r.host, r.rank, r.session_options) for r in ranks]))
+    if config.session_options:
+        warnings.extend(shared_dir_warnings([(r.host, r.rank, r.session_options) for r in ranks]))
     if "session_device_id" in config.session_options:
         device = config.session_options["session_device_id"]
         notes.append(f"session_device_id {device} overrides ASCEND_DEVICE_ID: every rank's session uses device "
@@ -124,8 +128,13 @@ def _rank_spec(config: ClusterConfig, job_id: str, job_uuid: str, job_dir: str, 
                world_size: int, device_id: int) -> RankSpec:
     rank_dir = os.path.join(job_dir, f"rank-{rank}")
     plog_dir = os.path.join(rank_dir, "ascend")
-    options = options_for_rank(config.session_options, {"job_id": job_id, "rank": rank, "local_rank": local_rank,
-                                                        "device_id": device_id, "host": host})
+    options: Dict[str, Any] = {}
+    if config.session_options:
+        from .rankoptions import options_for_rank
+
+        options = options_for_rank(config.session_options, {"job_id": job_id, "rank": rank,
+                                                            "local_rank": local_rank, "device_id": device_id,
+                                                            "host": host})
     ctx = RankContext(rank=rank, local_rank=local_rank, world_size=world_size,
                       local_world_size=local_world_size, node_rank=node_rank, host=host, device_id=device_id,
                       job_id=job_id, job_uuid=job_uuid, job_dir=job_dir, rank_dir=rank_dir, plog_dir=plog_dir,
