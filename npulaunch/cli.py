@@ -180,7 +180,7 @@ def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from .catalog.envvars import ENV_VARS
     from .catalog.options import OPTIONS
     from .catalogview import render_entry, render_json, render_table, select
-    from .config import did_you_mean
+    from .checker import did_you_mean
 
     specs: Sequence[Any] = ENV_VARS if args.command == "env-vars" or getattr(args, "env", False) else OPTIONS
     if args.name:

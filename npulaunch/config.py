@@ -6,26 +6,16 @@ looks at devices or the machine (that is the plan's job) and never starts anythi
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Callable,
-    Dict,
-    List,
-    Optional,
-    Sequence,
-    Tuple,
-    Union,
-)
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
+from .checker import Checker, describe, did_you_mean
 from .errors import ConfigError, ConfigProblem, YamlPath, render_path
-from .rankenv import env_problems
+from .sections import parse_env, parse_session_options
 
 if TYPE_CHECKING:  # yaml is imported only when a file is read
     from .yamlsource import YamlDocument
@@ -35,7 +25,6 @@ DEFAULT_GRACE_PERIOD_S = 5.0
 DEFAULT_LOG_DIR = "npulaunch-logs"
 FORWARDABLE_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGWINCH")
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
-ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HOST_PATTERN = re.compile(r"^[A-Za-z0-9_.:%-]+$")
 
 
@@ -102,79 +91,6 @@ JOB_KEYS = ("name", "id", "command", "workdir", "log_dir", "grace_period_s", "co
 HOST_KEYS = ("host", "devices", "device_ips")
 
 
-def describe(value: Any) -> str:
-    """How a found value is shown in messages: the value and its YAML type."""
-    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-             list: "a list", dict: "a mapping", type(None): "null"}
-    kind = kinds.get(type(value), type(value).__name__)
-    if isinstance(value, (dict, list)):
-        return kind
-    text = repr(value)
-    return f"{text[:60]}... ({kind})" if len(text) > 60 else f"{text} ({kind})"
-
-
-def did_you_mean(word: str, choices: Sequence[str]) -> str:
-    """``did you mean 'hosts'?`` for a near miss, else an empty string."""
-    import difflib  # only on the error path
-
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"did you mean {close[0]!r}?" if close else ""
-
-
-class _Checker:
-    """Collects every problem of one document so the user sees them all at once."""
-
-    def __init__(self, doc: "YamlDocument") -> None:
-        self.doc = doc
-        self.problems: List[ConfigProblem] = []
-        self.warnings: List[ConfigProblem] = []
-
-    def add(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> None:
-        self.problems.append(ConfigProblem(self.doc.source, self.doc.line_of(path), render_path(path),
-                                           found, allowed, hint))
-
-    def warn(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> None:
-        self.warnings.append(ConfigProblem(self.doc.source, self.doc.line_of(path), render_path(path),
-                                           found, allowed, hint))
-
-    def source_text(self, value: Any, path: YamlPath) -> Any:
-        """A number as the user wrote it (``0123``, ``1.50``), for values that are really text."""
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return self.doc.texts.get(path, str(value))
-        return value
-
-    def mapping(self, value: Any, path: YamlPath, keys: Sequence[str]) -> Dict[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            self.add(path, describe(value), "a mapping with keys " + ", ".join(keys))
-            return {}
-        for key in value:
-            if key not in keys:
-                self.add(path + (key,), f"unknown key {key!r}", ", ".join(keys), did_you_mean(key, keys))
-        return value
-
-    def string(self, value: Any, path: YamlPath, allowed: str = "a string", hint: str = "") -> Optional[str]:
-        if isinstance(value, str) and value:
-            return value
-        self.add(path, describe(value), allowed, hint)
-        return None
-
-    def choice(self, value: Any, path: YamlPath, enum: Any) -> Any:
-        choices = [m.value for m in enum]
-        if isinstance(value, str) and value in choices:
-            return enum(value)
-        hint = did_you_mean(value, choices) if isinstance(value, str) else ""
-        self.add(path, describe(value), "one of " + ", ".join(choices), hint)
-        return None
-
-    def number(self, value: Any, path: YamlPath, low: float, high: float) -> Optional[float]:
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high:
-            return float(value)
-        self.add(path, describe(value), f"a number of seconds from {low:g} to {high:g}")
-        return None
-
-
 def load_config(path: str) -> ClusterConfig:
     """Read, validate and resolve a cluster YAML file."""
     from .yamlsource import load_yaml_file
@@ -185,7 +101,7 @@ def load_config(path: str) -> ClusterConfig:
 
 def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     """Validate a parsed YAML document. Relative paths are resolved against ``base_dir``."""
-    check = _Checker(doc)
+    check = Checker(doc)
     top = check.mapping(doc.value, (), TOP_KEYS)
     if doc.value is None:
         check.add((), "an empty file", "a mapping with at least job.command")
@@ -193,8 +109,8 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
         check.add(("version",), describe(top["version"]), "1")
     job = _parse_job(check, top.get("job"), base_dir, doc.source)
     hosts = _parse_hosts(check, top.get("hosts"))
-    env = _parse_env(check, top.get("env"))
-    options = _parse_session_options(check, top.get("session_options"))
+    env = parse_env(check, top.get("env"))
+    options = parse_session_options(check, top.get("session_options"))
     rank_table = RankTableMode.AUTO
     if "rank_table" in top:
         rank_table = check.choice(top["rank_table"], ("rank_table",), RankTableMode) or RankTableMode.AUTO
@@ -220,7 +136,7 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
                          warnings=tuple(check.warnings))
 
 
-def _parse_job(check: _Checker, value: Any, base_dir: str, source: str) -> Optional[JobConfig]:
+def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Optional[JobConfig]:
     path: YamlPath = ("job",)
     if value is None:
         check.add(path, "no job section", "a mapping with at least 'command'")
@@ -270,7 +186,7 @@ def validate_job_id(value: Any, report: Callable[[str, str, str], None]) -> Opti
     return value
 
 
-def _parse_command(check: _Checker, value: Any, path: YamlPath) -> Optional[Tuple[str, ...]]:
+def _parse_command(check: Checker, value: Any, path: YamlPath) -> Optional[Tuple[str, ...]]:
     allowed = "a non-empty list of strings, or one string split like a shell would"
     if isinstance(value, str):
         try:
@@ -289,14 +205,14 @@ def _parse_command(check: _Checker, value: Any, path: YamlPath) -> Optional[Tupl
     return None
 
 
-def _parse_dir(check: _Checker, value: Any, path: YamlPath, base_dir: str) -> Optional[str]:
+def _parse_dir(check: Checker, value: Any, path: YamlPath, base_dir: str) -> Optional[str]:
     text = check.string(value, path, "a directory path (relative paths start at the YAML file's directory)")
     if text is None:
         return None
     return os.path.normpath(os.path.join(base_dir, os.path.expanduser(text)))
 
 
-def _parse_signals(check: _Checker, value: Any, path: YamlPath) -> Tuple[str, ...]:
+def _parse_signals(check: Checker, value: Any, path: YamlPath) -> Tuple[str, ...]:
     if not isinstance(value, list):
         check.add(path, describe(value), "a list of " + ", ".join(FORWARDABLE_SIGNALS) + " (may be empty)")
         return ()
@@ -312,7 +228,7 @@ def _parse_signals(check: _Checker, value: Any, path: YamlPath) -> Tuple[str, ..
     return tuple(names)
 
 
-def _parse_hosts(check: _Checker, value: Any) -> Tuple[HostConfig, ...]:
+def _parse_hosts(check: Checker, value: Any) -> Tuple[HostConfig, ...]:
     if value is None:
         return (HostConfig("localhost", ALL_DEVICES, None, ("hosts", 0)),)
     if not isinstance(value, list) or not value:
@@ -344,7 +260,7 @@ def _parse_hosts(check: _Checker, value: Any) -> Tuple[HostConfig, ...]:
     return tuple(hosts)
 
 
-def _parse_devices(check: _Checker, value: Any, path: YamlPath) -> Optional[Devices]:
+def _parse_devices(check: Checker, value: Any, path: YamlPath) -> Optional[Devices]:
     allowed = f"a list of device ids 0-{MAX_DEVICE_ID}, a count 1-{MAX_DEVICE_ID + 1}, or \"all\""
     if value == ALL_DEVICES:
         return ALL_DEVICES
@@ -367,7 +283,7 @@ def _parse_devices(check: _Checker, value: Any, path: YamlPath) -> Optional[Devi
     return None
 
 
-def _parse_device_ips(check: _Checker, value: Any, path: YamlPath,
+def _parse_device_ips(check: Checker, value: Any, path: YamlPath,
                       devices: Optional[Devices]) -> Optional[Tuple[str, ...]]:
     if value is None:
         return None
@@ -391,72 +307,3 @@ def _parse_device_ips(check: _Checker, value: Any, path: YamlPath,
         check.add(path, f"{len(ips)} addresses", f"{len(devices)}, one per device in devices")
         return None
     return tuple(ips)
-
-
-def _parse_env(check: _Checker, value: Any) -> Dict[str, Optional[str]]:
-    from .catalog.envvars import ENV_VARS
-    from .values import ValueProblem, check_env_value
-
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        check.add(("env",), describe(value), "a mapping of variable names to values")
-        return {}
-    known = {spec.name: spec for spec in ENV_VARS}
-    env: Dict[str, Optional[str]] = {}
-    for name, item in value.items():
-        path: YamlPath = ("env", name)
-        spec = known.get(name)
-        if not ENV_NAME_PATTERN.match(name):
-            check.add(path, f"variable name {name!r}", "letters, digits and '_', not starting with a digit")
-            continue
-        if isinstance(item, dict) and spec is not None and spec.kind == "json":
-            item = json.dumps(item, separators=(",", ":"))
-        if isinstance(item, bool):
-            check.add(path, describe(item), "a string or a number",
-                      "YAML reads yes/no/on/off/true/false as booleans: quote the value")
-        elif isinstance(item, (int, float)):
-            env[name] = str(check.source_text(item, path))  # FOO: 010 means "010", not "8"
-        elif item is None or isinstance(item, str):
-            env[name] = item
-        else:
-            check.add(path, describe(item), "a string, a number, or null (removes an inherited variable)")
-        if env.get(name) is not None and spec is not None and not spec.set_by_launcher:
-            try:
-                check_env_value(spec, env[name] or "")
-            except ValueProblem as problem:
-                check.add(path, problem.found, problem.allowed, problem.hint)
-        elif spec is None and name.startswith(("ASCEND_", "HCCL_")):
-            check.warn(path, f"unknown variable {name}", "the variables of `npulaunch env-vars`",
-                       did_you_mean(name, list(known)) or "CANN ignores names it does not know")
-    for name, found, allowed, hint in env_problems(env):
-        check.add(("env", name), found, allowed, hint)
-    return env
-
-
-def _parse_session_options(check: _Checker, value: Any) -> Dict[str, Any]:
-    """Each option checked against the catalog and rendered to its CANN value (.b/.i/.s)."""
-    from .catalog.options import OPTIONS
-    from .values import ValueProblem, check_option
-
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        check.add(("session_options",), describe(value), "a mapping of TF Adapter option names to values")
-        return {}
-    known = {spec.name: spec for spec in OPTIONS}
-    options: Dict[str, Any] = {}
-    for name, item in value.items():
-        path: YamlPath = ("session_options", name)
-        spec = known.get(name)
-        if spec is None:
-            check.add(path, f"unknown option {name!r}", "the options of `npulaunch options`",
-                      did_you_mean(name, list(known)))
-        elif item is None:
-            check.add(path, "null", "a value (remove the key to keep CANN's default)")
-        else:
-            try:
-                options[name] = check_option(spec, item)
-            except ValueProblem as problem:
-                check.add(path + problem.key, problem.found, problem.allowed, problem.hint)
-    return options
