@@ -34,6 +34,16 @@ class RankTableMode(str, Enum):
     NONE = "none"  # never write one (single-host jobs, or rank-table-free set-ups)
 
 
+class Injection(str, Enum):
+    OFF = "off"  # the script calls npulaunch.session itself (or ignores the options)
+    AUTO = "auto"  # a sitecustomize hook merges the options into every TensorFlow session
+
+
+class Precedence(str, Enum):
+    SCRIPT = "script"  # an option the script sets itself keeps the script's value (with a warning)
+    YAML = "yaml"
+
+
 class ConsoleMode(str, Enum):
     ALL = "all"
     RANK0 = "rank0"
@@ -78,6 +88,8 @@ class ClusterConfig:
     document: Optional["YamlDocument"] = None
     product: Optional[str] = None  # the Ascend product line, for options whose range depends on it
     warnings: Tuple[ConfigProblem, ...] = ()
+    session_injection: Injection = Injection.OFF
+    session_precedence: Precedence = Precedence.SCRIPT
 
     def problem(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> ConfigProblem:
         """A problem located in this config's YAML (or on the command line)."""
@@ -85,7 +97,8 @@ class ClusterConfig:
         return ConfigProblem(self.source, line, render_path(path), found, allowed, hint)
 
 
-TOP_KEYS = ("version", "job", "hosts", "env", "session_options", "rank_table", "product")
+TOP_KEYS = ("version", "job", "hosts", "env", "session_options", "rank_table", "product", "session_injection",
+            "session_precedence")
 PRODUCTS = ("atlas-training", "atlas-a2", "atlas-a3", "atlas-inference", "atlas-300i-duo")
 JOB_KEYS = ("name", "id", "command", "workdir", "log_dir", "grace_period_s", "console", "forward_signals")
 HOST_KEYS = ("host", "devices", "device_ips")
@@ -114,6 +127,13 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     rank_table = RankTableMode.AUTO
     if "rank_table" in top:
         rank_table = check.choice(top["rank_table"], ("rank_table",), RankTableMode) or RankTableMode.AUTO
+    injection = Injection.OFF
+    if "session_injection" in top:
+        given = {True: "auto", False: "off"}.get(top["session_injection"], top["session_injection"])  # YAML on/off
+        injection = check.choice(given, ("session_injection",), Injection) or injection
+    precedence = Precedence.SCRIPT
+    if "session_precedence" in top:
+        precedence = check.choice(top["session_precedence"], ("session_precedence",), Precedence) or precedence
     product = None
     if "product" in top:
         if top["product"] in PRODUCTS:
@@ -133,7 +153,8 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
         sources[f"hosts[{index}].devices"] = "yaml" if given else "default"
     return ClusterConfig(source=doc.source, job=job, hosts=hosts, env=env, session_options=options,
                          rank_table=rank_table, sources=sources, document=doc, product=product,
-                         warnings=tuple(check.warnings))
+                         warnings=tuple(check.warnings), session_injection=injection,
+                         session_precedence=precedence)
 
 
 def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Optional[JobConfig]:

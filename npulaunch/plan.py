@@ -15,6 +15,7 @@ from .config import (
     ClusterConfig,
     ConsoleMode,
     HostConfig,
+    Injection,
     RankTableMode,
     validate_job_id,
 )
@@ -24,6 +25,9 @@ from .ranktable import RANK_TABLE_FILENAME, build_rank_table, rank_table_problem
 from .spec import HostPlan, RankSpec
 
 LOCAL_HOST_NAMES = ("localhost", "127.0.0.1", "::1")
+# The zero-code injection hook: a directory holding only sitecustomize.py, put first on PYTHONPATH.
+INJECTION_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject")
+PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,9 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
                                     len(ranks), local_rank, len(devices), world_size, device_id))
     if config.session_options:
         warnings.extend(shared_dir_warnings([(r.host, r.rank, r.session_options) for r in ranks]))
+    if config.session_injection is Injection.AUTO:
+        notes.append(f"session_injection: auto: ranks start with {INJECTION_DIR} first on PYTHONPATH; its "
+                     "sitecustomize merges the options into every TensorFlow session")
     if "session_device_id" in config.session_options:
         device = config.session_options["session_device_id"]
         notes.append(f"session_device_id {device} overrides ASCEND_DEVICE_ID: every rank's session uses device "
@@ -140,11 +147,13 @@ def _rank_spec(config: ClusterConfig, job_id: str, job_uuid: str, job_dir: str, 
                       job_id=job_id, job_uuid=job_uuid, job_dir=job_dir, rank_dir=rank_dir, plog_dir=plog_dir,
                       rank_table_path=table_path, session_options=options)
     env, unset, env_sources = build_rank_env(ctx, config.env)
+    env[PRECEDENCE_VAR], env_sources[PRECEDENCE_VAR] = config.session_precedence.value, "launcher"
+    prepend = {"PYTHONPATH": INJECTION_DIR} if config.session_injection is Injection.AUTO else {}
     return RankSpec(rank=rank, local_rank=local_rank, world_size=world_size, host=host, node_rank=node_rank,
                     device_id=device_id, argv=config.job.command, cwd=config.job.workdir, env=env,
                     env_unset=unset, env_sources=env_sources, session_options=options,
                     rank_dir=rank_dir, stdout_path=os.path.join(rank_dir, "stdout.log"),
-                    stderr_path=os.path.join(rank_dir, "stderr.log"), plog_dir=plog_dir)
+                    stderr_path=os.path.join(rank_dir, "stderr.log"), plog_dir=plog_dir, env_prepend=prepend)
 
 
 def _resolve_devices(config: ClusterConfig, index: int, host: HostConfig, discovery: Discovery,

@@ -7,6 +7,7 @@ everything shown or written.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Dict, List, Mapping, Tuple
 
 from .plan import LaunchPlan
@@ -23,6 +24,9 @@ def complete_env(spec: RankSpec, inherited: Mapping[str, str]) -> Tuple[Dict[str
         if name in inherited and inherited[name] != value:
             source += " (replaces the inherited value)"
         env[name], sources[name] = value, source
+    for name, first in spec.env_prepend.items():
+        env[name] = first + os.pathsep + env[name] if env.get(name) else first
+        sources[name] = sources[name] + ", launcher (prepended)" if name in sources else "launcher (prepended)"
     return dict(sorted(env.items())), dict(sorted(sources.items()))
 
 

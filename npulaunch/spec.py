@@ -30,6 +30,8 @@ class RankSpec:
     stdout_path: str
     stderr_path: str
     plog_dir: str
+    # path-like variables to put entries in front of, keeping the host's own value after them
+    env_prepend: Dict[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str:

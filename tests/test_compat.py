@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, base_env, require
 
-HOST_SIDE = ["npulaunch/__init__.py", "npulaunch/spec.py", "npulaunch/events.py", "npulaunch/agent"]
+HOST_SIDE = ["npulaunch/__init__.py", "npulaunch/spec.py", "npulaunch/events.py", "npulaunch/agent",
+             "npulaunch/session.py", "npulaunch/inject"]
 HEAVY = ("fabric", "paramiko", "invoke", "tensorflow", "rich")
 
 
@@ -42,7 +43,8 @@ def test_the_launcher_needs_at_most_python_3_9() -> None:
 
 def test_host_side_code_imports_only_the_standard_library() -> None:
     # -S: no site-packages at all, so a stray `import yaml` or `import psutil` fails here
-    code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); import npulaunch.agent.agent, npulaunch.agent.guard"
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); import npulaunch.agent.agent, npulaunch.agent.guard, "
+            "npulaunch.session")
     result = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
@@ -84,3 +86,15 @@ def test_the_cli_does_not_import_heavy_modules(args) -> None:
     imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
     assert imported, "no -X importtime output"
     assert not imported & set(HEAVY)
+
+
+def test_the_rank_side_helpers_load_on_python_3_7(tmp_path: Path) -> None:
+    interpreter = python37()
+    require(bool(interpreter), "a Python 3.7 interpreter (pyenv 3.7 on these machines)")
+    code = ("import os, sys; sys.path.insert(0, %r); from npulaunch import session; "
+            "os.environ['NPULAUNCH_SESSION_OPTIONS'] = '{\"hcom_parallel\": true}'; print(session.options())"
+            % str(ROOT))
+    env = {"PYTHONPATH": str(ROOT / "npulaunch" / "inject"), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([interpreter, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "{'hcom_parallel': True}"

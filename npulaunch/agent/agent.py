@@ -224,6 +224,8 @@ class Agent:
             os.makedirs(directory, mode=0o700, exist_ok=True)
         env = {k: v for k, v in self._base_env.items() if k not in spec.env_unset}
         env.update(spec.env)
+        for name, first in spec.env_prepend.items():
+            env[name] = first + os.pathsep + env[name] if env.get(name) else first
         proc.tails = (FileTail(spec.stdout_path), FileTail(spec.stderr_path))
         proc.start_time = time.time()
         try:
