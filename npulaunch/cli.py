@@ -108,10 +108,15 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
 
 def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
     """Config -> plan, the steps shared by run, plan and check."""
+    import shutil
     import time
 
     from .config import load_config
-    from .discovery import discover_device_ips, discover_usable_devices
+    from .discovery import (
+        discover_device_ips,
+        discover_usable_devices,
+        free_loopback_ports,
+    )
     from .overrides import apply_overrides, config_from_cli
     from .plan import Discovery, build_plan, default_job_id
 
@@ -127,7 +132,8 @@ def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
     else:
         job_id = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
         source = "default (job.name and the time)"
-    discovery = Discovery(devices=discover_usable_devices, device_ips=discover_device_ips)
+    discovery = Discovery(devices=discover_usable_devices, device_ips=discover_device_ips,
+                          free_ports=free_loopback_ports, npu_present=lambda: shutil.which("npu-smi") is not None)
     return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source)
 
 

@@ -90,6 +90,8 @@ class ClusterConfig:
     warnings: Tuple[ConfigProblem, ...] = ()
     session_injection: Injection = Injection.OFF
     session_precedence: Precedence = Precedence.SCRIPT
+    cpu_fallback: bool = False  # train on the CPU with TensorFlow collectives (TF_CONFIG per rank)
+    data_preprocess: bool = False  # host_main: one process per host preprocesses for the host's devices
 
     def problem(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> ConfigProblem:
         """A problem located in this config's YAML (or on the command line)."""
@@ -98,7 +100,7 @@ class ClusterConfig:
 
 
 TOP_KEYS = ("version", "job", "hosts", "env", "session_options", "rank_table", "product", "session_injection",
-            "session_precedence")
+            "session_precedence", "cpu_fallback", "data_preprocess")
 PRODUCTS = ("atlas-training", "atlas-a2", "atlas-a3", "atlas-inference", "atlas-300i-duo")
 JOB_KEYS = ("name", "id", "command", "workdir", "log_dir", "grace_period_s", "console", "forward_signals")
 HOST_KEYS = ("host", "devices", "device_ips")
@@ -134,6 +136,19 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     precedence = Precedence.SCRIPT
     if "session_precedence" in top:
         precedence = check.choice(top["session_precedence"], ("session_precedence",), Precedence) or precedence
+    cpu_fallback = top.get("cpu_fallback", False)
+    if not isinstance(cpu_fallback, bool):
+        check.add(("cpu_fallback",), describe(cpu_fallback), "true or false")
+        cpu_fallback = False
+    data_preprocess = top.get("data_preprocess", "off")
+    data_preprocess = "off" if data_preprocess is False else data_preprocess  # YAML reads off as false
+    if data_preprocess not in ("off", "host_main"):
+        check.add(("data_preprocess",), describe(top["data_preprocess"]), "one of off, host_main")
+    elif data_preprocess == "host_main":
+        for name in ("local_rank_id", "local_device_list"):
+            if name in (top.get("session_options") or {}):
+                check.add(("session_options", name), f"{name} with data_preprocess: host_main", "one of them",
+                          "data_preprocess: host_main sets it for every rank")
     product = None
     if "product" in top:
         if top["product"] in PRODUCTS:
@@ -154,7 +169,8 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     return ClusterConfig(source=doc.source, job=job, hosts=hosts, env=env, session_options=options,
                          rank_table=rank_table, sources=sources, document=doc, product=product,
                          warnings=tuple(check.warnings), session_injection=injection,
-                         session_precedence=precedence)
+                         session_precedence=precedence, cpu_fallback=cpu_fallback,
+                         data_preprocess=data_preprocess == "host_main")
 
 
 def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Optional[JobConfig]:

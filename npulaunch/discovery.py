@@ -114,3 +114,19 @@ def discover_device_ips(device_ids: Sequence[int], runner: Runner = run_tool) ->
             return None
         ips.append(ip)
     return tuple(ips)
+
+
+def free_loopback_ports(count: int) -> Tuple[int, ...]:
+    """``count`` distinct TCP ports free on 127.0.0.1 right now (the kernel picks them)."""
+    import socket
+
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return tuple(sock.getsockname()[1] for sock in sockets)
+    finally:
+        for sock in sockets:
+            sock.close()

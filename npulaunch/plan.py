@@ -6,6 +6,7 @@ in as data-returning callables; nothing here spawns ranks or writes files.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ class Discovery:
     devices: Callable[[], Sequence[int]]  # logical ids of this host's devices
     device_ips: Callable[[Sequence[int]], Optional[Sequence[str]]]  # None when unknown
     local_names: Tuple[str, ...] = LOCAL_HOST_NAMES
+    free_ports: Callable[[int], Sequence[int]] = lambda count: tuple(range(29500, 29500 + count))
+    npu_present: Callable[[], bool] = lambda: False
 
 
 @dataclass(frozen=True)
@@ -106,11 +109,16 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
         errors, warnings = check_job_options(config, world_size)
         if errors:
             raise ConfigError(errors)
+    tf_configs = _cpu_fallback(config, devices_by_host, discovery, notes, warnings) if config.cpu_fallback else []
+    job = _Job(config, job_id, job_uuid, job_dir, table_path, world_size)
     ranks: List[RankSpec] = []
     for node_rank, (host, devices) in enumerate(zip(config.hosts, devices_by_host)):
         for local_rank, device_id in enumerate(devices):
-            ranks.append(_rank_spec(config, job_id, job_uuid, job_dir, table_path, host.host, node_rank,
-                                    len(ranks), local_rank, len(devices), world_size, device_id))
+            slot = _Slot(len(ranks), host.host, node_rank, local_rank, device_id, devices)
+            ranks.append(_rank_spec(job, slot, tf_configs[slot.rank] if tf_configs else {}))
+    if config.data_preprocess:
+        notes.append("data_preprocess: host_main: every rank gets local_rank_id (its rank on its host) and "
+                     "local_device_list (its host's devices, which the host's main process feeds)")
     if config.session_options:
         warnings.extend(shared_dir_warnings([(r.host, r.rank, r.session_options) for r in ranks]))
     if config.session_injection is Injection.AUTO:
@@ -130,29 +138,75 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
                       sources=sources, notes=tuple(notes), warnings=tuple(warnings))
 
 
-def _rank_spec(config: ClusterConfig, job_id: str, job_uuid: str, job_dir: str, table_path: Optional[str],
-               host: str, node_rank: int, rank: int, local_rank: int, local_world_size: int,
-               world_size: int, device_id: int) -> RankSpec:
-    rank_dir = os.path.join(job_dir, f"rank-{rank}")
+def _cpu_fallback(config: ClusterConfig, devices_by_host: Sequence[Tuple[int, ...]], discovery: Discovery,
+                  notes: List[str], warnings: List[str]) -> List[Dict[str, str]]:
+    """TF_CONFIG for every rank: one TensorFlow worker per rank, on a free port of its host."""
+    world_size = sum(len(d) for d in devices_by_host)
+    ports = list(discovery.free_ports(world_size))
+    workers: List[str] = []
+    for host, devices in zip(config.hosts, devices_by_host):
+        address = "127.0.0.1" if host.host in discovery.local_names else host.host
+        workers.extend(f"{address}:{ports[len(workers)]}" for _ in devices)
+    notes.append(f"cpu_fallback: ranks train on the CPU with TensorFlow collectives; workers {', '.join(workers)}")
+    if discovery.npu_present():
+        warnings.append("warning: cpu_fallback is on although this host has NPUs (npu-smi is on PATH): "
+                        "the job trains on the CPU")
+    return [{"TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": rank}},
+                                     separators=(",", ":")),
+             "NPULAUNCH_CPU_FALLBACK": "1"} for rank in range(world_size)]
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every rank of the job shares."""
+
+    config: ClusterConfig
+    job_id: str
+    job_uuid: str
+    job_dir: str
+    table_path: Optional[str]
+    world_size: int
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """Where one rank sits."""
+
+    rank: int
+    host: str
+    node_rank: int
+    local_rank: int
+    device_id: int
+    host_devices: Tuple[int, ...]
+
+
+def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
+    config = job.config
+    rank_dir = os.path.join(job.job_dir, f"rank-{slot.rank}")
     plog_dir = os.path.join(rank_dir, "ascend")
     options: Dict[str, Any] = {}
     if config.session_options:
         from .rankoptions import options_for_rank
 
-        options = options_for_rank(config.session_options, {"job_id": job_id, "rank": rank,
-                                                            "local_rank": local_rank, "device_id": device_id,
-                                                            "host": host})
-    ctx = RankContext(rank=rank, local_rank=local_rank, world_size=world_size,
-                      local_world_size=local_world_size, node_rank=node_rank, host=host, device_id=device_id,
-                      job_id=job_id, job_uuid=job_uuid, job_dir=job_dir, rank_dir=rank_dir, plog_dir=plog_dir,
-                      rank_table_path=table_path, session_options=options)
+        options = options_for_rank(config.session_options, {
+            "job_id": job.job_id, "rank": slot.rank, "local_rank": slot.local_rank, "device_id": slot.device_id,
+            "host": slot.host})
+    if config.data_preprocess:  # one main process per host feeds the host's devices (seeds: Data Augmentation)
+        options["local_rank_id"] = slot.local_rank
+        options["local_device_list"] = ",".join(str(d) for d in slot.host_devices)
+    ctx = RankContext(rank=slot.rank, local_rank=slot.local_rank, world_size=job.world_size,
+                      local_world_size=len(slot.host_devices), node_rank=slot.node_rank, host=slot.host,
+                      device_id=slot.device_id, job_id=job.job_id, job_uuid=job.job_uuid, job_dir=job.job_dir,
+                      rank_dir=rank_dir, plog_dir=plog_dir, rank_table_path=job.table_path, session_options=options)
     env, unset, env_sources = build_rank_env(ctx, config.env)
     env[PRECEDENCE_VAR], env_sources[PRECEDENCE_VAR] = config.session_precedence.value, "launcher"
+    for name, value in extra_env.items():
+        env[name], env_sources[name] = value, "launcher (cpu_fallback)"
     prepend = {"PYTHONPATH": INJECTION_DIR} if config.session_injection is Injection.AUTO else {}
-    return RankSpec(rank=rank, local_rank=local_rank, world_size=world_size, host=host, node_rank=node_rank,
-                    device_id=device_id, argv=config.job.command, cwd=config.job.workdir, env=env,
-                    env_unset=unset, env_sources=env_sources, session_options=options,
-                    rank_dir=rank_dir, stdout_path=os.path.join(rank_dir, "stdout.log"),
+    return RankSpec(rank=slot.rank, local_rank=slot.local_rank, world_size=job.world_size, host=slot.host,
+                    node_rank=slot.node_rank, device_id=slot.device_id, argv=config.job.command,
+                    cwd=config.job.workdir, env=env, env_unset=unset, env_sources=env_sources,
+                    session_options=options, rank_dir=rank_dir, stdout_path=os.path.join(rank_dir, "stdout.log"),
                     stderr_path=os.path.join(rank_dir, "stderr.log"), plog_dir=plog_dir, env_prepend=prepend)
 
 

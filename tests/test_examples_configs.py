@@ -12,9 +12,11 @@ from conftest import ROOT, job_dirs, run_cli
 # world size of every shipped YAML; a new file must be added here (see the test below)
 WORLD_SIZES = {
     "cluster_configs/local-4.yaml": 4,
+    "cluster_configs/local-4-quick.yaml": 4,
     "cluster_configs/server-8npu.yaml": 8,
     "cluster_configs/two-servers.yaml": 16,
     "examples/dump-and-profile.yaml": 2,
+    "examples/legacy.yaml": 2,
 }
 
 
@@ -65,7 +67,7 @@ def test_plan_table_of_local_4() -> None:
     result = run_cli("plan", "cluster_configs/local-4.yaml")
     assert result.returncode == 0, result.stderr
     assert "(4 ranks on 1 host)" in result.stdout
-    assert "command: python3 examples/train.py --steps 20" in result.stdout
+    assert "command: python3 examples/tf_train.py --steps 300" in result.stdout
 
 
 YAML_WITH_ENV = """\

@@ -71,3 +71,33 @@ def test_hccl_timeout_without_product_is_warned_with_rounding(tmp_path: Path) ->
     assert any("round it to 544 s" in w for w in data["warnings"])
     quiet = plan(tmp_path, "product: atlas-a3\nsession_options:\n  hccl_timeout: 600\n")
     assert quiet["warnings"] == []
+
+
+def test_data_preprocessing_mode_on_a_two_host_plan(tmp_path: Path) -> None:
+    path = tmp_path / "two.yaml"
+    path.write_text("""version: 1
+job: {command: [python3, train.py], workdir: /remote/models}
+hosts:
+  - {host: 10.0.0.1, devices: [0, 1, 2, 3]}
+  - {host: 10.0.0.2, devices: [4, 5]}
+rank_table: none
+data_preprocess: host_main
+session_options: {hcom_parallel: true}
+""")
+    result = run_cli("plan", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    got = [(r["host"], r["session_options"]["local_rank_id"], r["session_options"]["local_device_list"])
+           for r in json.loads(result.stdout)["ranks"]]
+    assert got == [("10.0.0.1", 0, "0,1,2,3"), ("10.0.0.1", 1, "0,1,2,3"), ("10.0.0.1", 2, "0,1,2,3"),
+                   ("10.0.0.1", 3, "0,1,2,3"), ("10.0.0.2", 0, "4,5"), ("10.0.0.2", 1, "4,5")]
+    table = run_cli("plan", str(path))
+    assert "data_preprocess: host_main" in table.stdout
+
+
+def test_data_preprocessing_mode_refuses_the_options_set_by_hand(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("job: {command: [python3, train.py]}\nhosts: [{host: localhost, devices: 2}]\n"
+                    "data_preprocess: host_main\nsession_options: {local_rank_id: 0}\n")
+    result = run_cli("check", str(path))
+    assert result.returncode == 2
+    assert ":4: session_options.local_rank_id: found local_rank_id with data_preprocess: host_main" in result.stderr

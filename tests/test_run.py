@@ -153,8 +153,8 @@ def test_an_existing_job_directory_is_refused(log_dir: Path, marker: str) -> Non
     assert again.returncode == 2 and "already exists" in again.stderr
 
 
-def test_the_readme_main_job_runs_end_to_end(log_dir: Path, marker: str) -> None:
-    result = run_cli("run", "cluster_configs/local-4.yaml", "--log-dir", str(log_dir), "--job-id", "demo",
+def test_the_quick_example_runs_end_to_end(log_dir: Path, marker: str) -> None:
+    result = run_cli("run", "cluster_configs/local-4-quick.yaml", "--log-dir", str(log_dir), "--job-id", "demo",
                      env={"NPLTEST_MARKER": marker})
     assert result.returncode == 0, result.stderr
     for rank in range(4):
@@ -164,7 +164,7 @@ def test_the_readme_main_job_runs_end_to_end(log_dir: Path, marker: str) -> None
 
 
 def test_the_example_failure_names_the_rank_that_broke(log_dir: Path, marker: str) -> None:
-    result = run_cli("run", "cluster_configs/local-4.yaml", "--log-dir", str(log_dir), "--job-id", "demo",
+    result = run_cli("run", "cluster_configs/local-4-quick.yaml", "--log-dir", str(log_dir), "--job-id", "demo",
                      "--", "python3", "examples/train.py", "--fail-rank", "2", "--fail-step", "3",
                      "--step-time", "0.5", env={"NPLTEST_MARKER": marker})
     assert result.returncode == 1

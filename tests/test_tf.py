@@ -9,11 +9,12 @@ import importlib.util
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Dict
 
 import pytest
-from conftest import RANKS, require, run_cli
+from conftest import RANKS, ROOT, require, run_cli
 
 OPTIONS = """session_options:
   hcom_parallel: true
@@ -82,3 +83,63 @@ def test_yaml_precedence_overrides_the_script(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert results(result.stdout)[0]["config"]["params"]["iterations_per_loop"] == ["i", 10]
     assert "keeping the YAML's" in result.stderr
+
+
+def test_the_readme_main_job_trains_4_ranks_to_identical_weights(log_dir: Path, marker: str) -> None:
+    result = run_cli("run", "cluster_configs/local-4.yaml", "--log-dir", str(log_dir), "--job-id", "demo",
+                     env={"NPLTEST_MARKER": marker}, timeout=240)
+    assert result.returncode == 0, result.stderr
+    weights = []
+    for rank in range(4):
+        assert f"[r{rank} d{rank}] rank {rank}: weights identical on all 4 ranks: yes" in result.stdout
+        rank_dir = log_dir / "demo" / f"rank-{rank}"
+        weights.append(json.loads((rank_dir / "weights.json").read_text()))
+        got = json.loads((rank_dir / "session_options.json").read_text())["options"]
+        assert got["iterations_per_loop"] == 50 and got["hcom_parallel"] is True
+    assert weights[1:] == weights[:1] * 3
+    expected = [(i + 1) / 8 for i in range(8)] + [0.5]  # the synthetic data's true weights and bias
+    assert max(abs(a - b) for a, b in zip(weights[0], expected)) < 0.02
+
+
+def test_two_ranks_train_and_a_peer_that_never_joins_does_not_hang_the_job(tmp_path: Path, marker: str) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(f"""version: 1
+job:
+  command: [{sys.executable}, examples/tf_train.py, --steps, "50", --fail-rank, "1", --fail-after, "6"]
+  workdir: {ROOT}
+  log_dir: {tmp_path / 'logs'}
+  grace_period_s: 2
+hosts:
+  - {{host: localhost, devices: 2}}
+cpu_fallback: true
+""")
+    started = time.monotonic()
+    result = run_cli("run", str(path), "--job-id", "peer", env={"NPLTEST_MARKER": marker}, timeout=120)
+    assert result.returncode == 1
+    assert "root cause: rank 1 exited with code 3" in result.stderr
+    events = [json.loads(line) for line in (tmp_path / "logs" / "peer" / "events.jsonl").read_text().splitlines()]
+    failed = next(e["time"] for e in events if e["kind"] == "rank_exited" and e["rank"] == 1)
+    # rank 0 waits in its all-reduce for a peer that never comes; the stop (SIGTERM, then SIGKILL
+    # after the 2 s grace period if TensorFlow ignores it) ends it
+    assert events[-1]["time"] - failed < 2 + 1.5
+    assert time.monotonic() - started < 60
+
+
+def test_data_preprocessing_mode_reaches_the_session(tmp_path: Path) -> None:
+    path = job(tmp_path, 2, "plain", "data_preprocess: host_main\n")
+    result = run_cli("run", str(path), "--job-id", "pre", timeout=120)
+    assert result.returncode == 0, result.stderr
+    for rank, ways in results(result.stdout).items():
+        params = ways["plain"]["params"]
+        assert params["local_rank_id"] == ["i", rank] and params["local_device_list"] == ["s", "0,1"]
+
+
+def test_the_legacy_example_gets_the_options_without_changes(log_dir: Path) -> None:
+    result = run_cli("run", "examples/legacy.yaml", "--log-dir", str(log_dir), "--job-id", "legacy", timeout=120)
+    assert result.returncode == 0, result.stderr
+    for rank in range(2):
+        assert f"[r{rank} d{rank}] done: loss" in result.stdout
+        got = json.loads((log_dir / "legacy" / f"rank-{rank}" / "session_options.json").read_text())
+        assert got["via"] == "injection"
+        assert got["options"] == {"dump_path": f"/tmp/npulaunch-dump/legacy/{rank}", "iterations_per_loop": 1,
+                                  "precision_mode_v2": "origin", "use_off_line": True}
