@@ -25,6 +25,13 @@ RANK_DIR_VAR = "NPULAUNCH_RANK_DIR"
 EFFECTIVE_FILE = "session_options.json"
 OPTIMIZER = "NpuOptimizer"
 
+# The options CANN requires on the separate session that runs npu_ops.initialize_system(), when
+# the training uses them (seed 002, table 1).
+INIT_SESSION_OPTIONS = ("profiling_mode", "profiling_options", "fp_point", "bp_point", "enable_dump", "dump_path",
+                        "dump_step", "dump_mode", "enable_dump_debug", "dump_debug_mode", "precision_mode",
+                        "auto_tune_mode", "graph_run_mode", "op_debug_level", "enable_exception_dump",
+                        "op_select_implmode", "optypelist_for_implmode")
+
 _warned = set()  # type: set
 
 
@@ -149,3 +156,33 @@ def npu_config(base: Any = None, prefer: Optional[str] = None) -> Any:
     conflicts = apply_options(config, options(), prefer)
     record(config, "npu_config", conflicts)
     return config
+
+
+def initialize_system() -> Any:
+    """Initialise collective communication in a session of its own, as CANN requires before a
+    script calls HCCL (get_rank_id, get_local_rank_id, ...) ahead of sess.run or estimator.train.
+
+    Returns a function that shuts the system down and closes that session; call it after
+    training. Without npu_bridge (no Ascend software) there is nothing to initialise and both
+    steps do nothing.
+    """
+    if not _load_npu_bridge():
+        return lambda: None
+    import tensorflow as tf
+    from npu_bridge.estimator import npu_ops
+
+    config_class, _ = _tensorflow()
+    config = config_class()
+    chosen = {k: v for k, v in options().items() if k in INIT_SESSION_OPTIONS}
+    record(config, "initialize_system", apply_options(config, chosen))
+    graph = tf.Graph()
+    with graph.as_default():
+        init_op, shutdown_op = npu_ops.initialize_system(), npu_ops.shutdown_system()
+    sess = tf.compat.v1.Session(graph=graph, config=config)
+    sess.run(init_op)
+
+    def shutdown() -> None:
+        sess.run(shutdown_op)
+        sess.close()
+
+    return shutdown

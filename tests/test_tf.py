@@ -143,3 +143,42 @@ def test_the_legacy_example_gets_the_options_without_changes(log_dir: Path) -> N
         assert got["via"] == "injection"
         assert got["options"] == {"dump_path": f"/tmp/npulaunch-dump/legacy/{rank}", "iterations_per_loop": 1,
                                   "precision_mode_v2": "origin", "use_off_line": True}
+
+
+def test_initialize_system_uses_npu_bridge_with_the_options_cann_requires(tmp_path: Path) -> None:
+    log = tmp_path / "npu_bridge.log"
+    code = """
+import json, os, tensorflow as tf
+from npulaunch import session
+tf.compat.v1.disable_eager_execution()
+shutdown = session.initialize_system()
+shutdown()
+print(json.dumps(json.load(open(os.path.join(os.environ['NPULAUNCH_RANK_DIR'], 'session_options.json')))))
+"""
+    path = tmp_path / "job.yaml"
+    path.write_text(f"""version: 1
+job:
+  command: [{sys.executable}, -c, {json.dumps(code)}]
+  log_dir: {tmp_path / 'logs'}
+hosts: [{{host: localhost, devices: 1}}]
+env:
+  PYTHONPATH: {ROOT / 'tests' / 'standins' / 'python'}
+  NPU_BRIDGE_STANDIN_LOG: {log}
+session_options:
+  enable_dump: true
+  dump_path: /tmp/dump/{{rank}}
+  hcom_parallel: true
+""")
+    result = run_cli("run", str(path), "--job-id", "init", timeout=120)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    assert events == ["npu_init imported", "initialize_system", "shutdown_system"]
+    got = json.loads(result.stdout.split("] ", 1)[1])
+    # only the options CANN requires on the initialisation session (hcom_parallel is not one of them)
+    assert got["options"] == {"dump_path": "/tmp/dump/0", "enable_dump": True}
+
+
+def test_without_npu_bridge_initialize_system_does_nothing() -> None:
+    from npulaunch import session
+
+    assert session.initialize_system()() is None
