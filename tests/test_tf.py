@@ -182,3 +182,12 @@ def test_without_npu_bridge_initialize_system_does_nothing() -> None:
     from npulaunch import session
 
     assert session.initialize_system()() is None
+
+
+def test_two_ranks_train_to_identical_weights(log_dir: Path) -> None:
+    result = run_cli("run", "cluster_configs/local-4.yaml", "--nproc-per-node", "2", "--log-dir", str(log_dir),
+                     "--job-id", "two", "--", "python3", "examples/tf_train.py", "--steps", "60", timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("weights identical on all 2 ranks: yes") == 2
+    first, second = (json.loads((log_dir / "two" / f"rank-{r}" / "weights.json").read_text()) for r in (0, 1))
+    assert first == second
