@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import sys
 import time
@@ -191,3 +192,25 @@ def test_two_ranks_train_to_identical_weights(log_dir: Path) -> None:
     assert result.stdout.count("weights identical on all 2 ranks: yes") == 2
     first, second = (json.loads((log_dir / "two" / f"rank-{r}" / "weights.json").read_text()) for r in (0, 1))
     assert first == second
+
+
+def tf1_python() -> str:
+    """An interpreter with TensorFlow 1.15 (CANN's TF stack), set up by .ci/run; see README."""
+    return os.environ.get("NPULAUNCH_TF1_PYTHON", "")
+
+
+def test_options_land_in_tensorflow_1_15_sessions(tmp_path: Path) -> None:
+    python = tf1_python()
+    require(bool(python) and os.path.exists(python), "a Python 3.7 with tensorflow-cpu 1.15 (NPULAUNCH_TF1_PYTHON)")
+    path = job(tmp_path, 1, "explicit, config, plain, monitored", f"env:\n  PYTHONPATH: {ROOT}\n")
+    path.write_text(path.read_text().replace(sys.executable, python))
+    result = run_cli("run", str(path), "--job-id", "tf1", timeout=180)
+    assert result.returncode == 0, result.stderr
+    ways = results(result.stdout)[0]
+    assert sorted(ways) == ["config", "explicit", "monitored", "plain"]
+    for way, seen in ways.items():
+        assert seen["params"]["hcom_parallel"] == ["b", True], way
+        assert seen["params"]["precision_mode"] == ["s", "allow_mix_precision"], way
+        assert seen["params"]["iterations_per_loop"] == ["i", 10 if way == "plain" else 5], way
+        assert seen["remapping"] == 2 and seen["memory_optimization"] == 2
+    assert ways["config"]["script_config_unchanged"] is True
