@@ -166,7 +166,7 @@ def parse_input_shape(text: str) -> Dict[str, List[int]]:
     for item in text.split(";"):
         name, sep, dims = item.partition(":")
         if not sep:
-            raise ValueProblem(json.dumps(item), "name:dim,dim,... entries separated by ';'")
+            raise ValueProblem(repr(item), "name:dim,dim,... entries separated by ';'")
         shapes[name.strip()] = [_int(d, "integers >= -1 separated by ','", -1) for d in dims.split(",")]
     return shapes
 
@@ -209,7 +209,7 @@ def parse_shape_range(text: str) -> Dict[str, List[List[str]]]:
         name, sep, rest = item.partition(":")
         shapes = re.findall(r"\[([^\]]*)\]", rest)
         if not sep or not shapes:
-            raise ValueProblem(json.dumps(item), "name:[dims],[dims] entries separated by ';'")
+            raise ValueProblem(repr(item), "name:[dims],[dims] entries separated by ';'")
         result[name.strip()] = [[d.strip() for d in s.split(",") if d.strip()] for s in shapes]
     return result
 
@@ -222,7 +222,7 @@ def _shape_range(spec: OptionSpec, value: Any) -> str:
     parts = []
     for name, shapes in ranges.items():
         if name not in ("getnext", "data"):
-            raise ValueProblem(json.dumps(name), "getnext (dataset inputs) or data (placeholders)", key=(name,))
+            raise ValueProblem(repr(name), "getnext (dataset inputs) or data (placeholders)", key=(name,))
         if not isinstance(shapes, list) or not all(isinstance(s, list) for s in shapes):
             raise ValueProblem(_show(shapes), allowed, key=(name,))
         rendered = []
