@@ -40,6 +40,8 @@ def _add_job_flags(parser: argparse.ArgumentParser) -> None:
                         help="seconds between SIGTERM and SIGKILL when stopping ranks (job.grace_period_s)")
     parser.add_argument("--console", choices=("all", "rank0", "none"), help="which ranks' output to show")
     parser.add_argument("--rank-table", choices=("auto", "required", "none"), help="HCCL rank table policy")
+    parser.add_argument("--hang-timeout", type=float, metavar="S",
+                        help="declare a hang after S seconds without output (monitor.hang_timeout_s; 0 = off)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,6 +93,9 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
     if args.grace_period is not None and not 0 <= args.grace_period <= 3600:
         problems.append(ConfigProblem("command line", None, "--grace-period", str(args.grace_period),
                                       "seconds from 0 to 3600"))
+    if args.hang_timeout is not None and args.hang_timeout < 0:
+        problems.append(ConfigProblem("command line", None, "--hang-timeout", str(args.hang_timeout),
+                                      "seconds >= 0 (0 turns the watchdog off)"))
     if args.nproc_per_node is not None and args.devices is not None:
         problems.append(ConfigProblem("command line", None, "--devices", "both --devices and --nproc-per-node",
                                       "one of them"))
@@ -103,7 +108,7 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
         devices=_parse_devices(args.devices) if args.devices is not None else None, log_dir=args.log_dir,
         job_id=args.job_id, grace_period_s=args.grace_period,
         console=ConsoleMode(args.console) if args.console else None,
-        rank_table=RankTableMode(args.rank_table) if args.rank_table else None)
+        rank_table=RankTableMode(args.rank_table) if args.rank_table else None, hang_timeout_s=args.hang_timeout)
 
 
 def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:

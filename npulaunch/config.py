@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Un
 
 from .checker import Checker, describe, did_you_mean
 from .errors import ConfigError, ConfigProblem, YamlPath, render_path
-from .sections import parse_env, parse_session_options
+from .sections import parse_env, parse_monitor, parse_session_options
 
 if TYPE_CHECKING:  # yaml is imported only when a file is read
     from .yamlsource import YamlDocument
@@ -92,6 +92,7 @@ class ClusterConfig:
     session_precedence: Precedence = Precedence.SCRIPT
     cpu_fallback: bool = False  # train on the CPU with TensorFlow collectives (TF_CONFIG per rank)
     data_preprocess: bool = False  # host_main: one process per host preprocesses for the host's devices
+    monitor: Dict[str, Any] = field(default_factory=lambda: {"patterns": ()})  # sections.parse_monitor
 
     def problem(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> ConfigProblem:
         """A problem located in this config's YAML (or on the command line)."""
@@ -100,7 +101,7 @@ class ClusterConfig:
 
 
 TOP_KEYS = ("version", "job", "hosts", "env", "session_options", "rank_table", "product", "session_injection",
-            "session_precedence", "cpu_fallback", "data_preprocess")
+            "session_precedence", "cpu_fallback", "data_preprocess", "monitor")
 PRODUCTS = ("atlas-training", "atlas-a2", "atlas-a3", "atlas-inference", "atlas-300i-duo")
 JOB_KEYS = ("name", "id", "command", "workdir", "log_dir", "grace_period_s", "console", "forward_signals")
 HOST_KEYS = ("host", "devices", "device_ips")
@@ -140,6 +141,7 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     if not isinstance(cpu_fallback, bool):
         check.add(("cpu_fallback",), describe(cpu_fallback), "true or false")
         cpu_fallback = False
+    monitor = parse_monitor(check, top.get("monitor"))
     data_preprocess = top.get("data_preprocess", "off")
     data_preprocess = "off" if data_preprocess is False else data_preprocess  # YAML reads off as false
     if data_preprocess not in ("off", "host_main"):
@@ -170,7 +172,7 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
                          rank_table=rank_table, sources=sources, document=doc, product=product,
                          warnings=tuple(check.warnings), session_injection=injection,
                          session_precedence=precedence, cpu_fallback=cpu_fallback,
-                         data_preprocess=data_preprocess == "host_main")
+                         data_preprocess=data_preprocess == "host_main", monitor=monitor)
 
 
 def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Optional[JobConfig]:

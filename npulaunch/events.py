@@ -23,6 +23,8 @@ class EventKind(str, Enum):
     SIGNAL_FORWARDED = "signal_forwarded"
     KILL_ESCALATED = "kill_escalated"
     STRAYS_KILLED = "strays_killed"
+    SIGNATURE_MATCHED = "signature_matched"
+    HANG_DETECTED = "hang_detected"
     JOB_FINISHED = "job_finished"
 
 

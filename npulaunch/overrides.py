@@ -32,6 +32,7 @@ class Overrides:
     grace_period_s: Optional[float] = None
     console: Optional[ConsoleMode] = None
     rank_table: Optional[RankTableMode] = None
+    hang_timeout_s: Optional[float] = None
 
 
 def config_from_cli(overrides: Overrides, cwd: str) -> ClusterConfig:
@@ -70,7 +71,10 @@ def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
     rank_table = config.rank_table
     if flags.rank_table is not None:
         rank_table, sources["rank_table"] = flags.rank_table, "cli"
-    return replace(config, job=job, hosts=hosts, rank_table=rank_table, sources=sources)
+    monitor = dict(config.monitor)
+    if flags.hang_timeout_s is not None:
+        monitor["hang_timeout_s"], sources["monitor.hang_timeout_s"] = flags.hang_timeout_s, "cli"
+    return replace(config, job=job, hosts=hosts, rank_table=rank_table, sources=sources, monitor=monitor)
 
 
 def _with_devices(host: HostConfig, devices: Tuple[int, ...]) -> HostConfig:

@@ -60,13 +60,17 @@ class LaunchPlan:
     sources: Dict[str, str] = field(default_factory=dict)  # "job_id" -> "cli", "hosts[0].devices" -> ...
     notes: Tuple[str, ...] = ()  # decisions the user should know about (printed by plan/check/run)
     warnings: Tuple[str, ...] = ()  # likely mistakes that do not stop the job (printed, kept in plan.json)
+    hang_startup_s: float = 0.0  # the hang watchdog's limits (0 = not watched)
+    hang_steady_s: float = 0.0
+    patterns: Tuple[Dict[str, Any], ...] = ()  # the job's own error signatures
 
     def host_plan(self, node_rank: int) -> HostPlan:
         """The share of one host's agent."""
         return HostPlan(job_id=self.job_id, job_uuid=self.job_uuid, host=self.hosts[node_rank],
                         node_rank=node_rank, job_dir=self.job_dir, grace_period_s=self.grace_period_s,
                         forward_signals=self.forward_signals,
-                        ranks=tuple(r for r in self.ranks if r.node_rank == node_rank))
+                        ranks=tuple(r for r in self.ranks if r.node_rank == node_rank),
+                        patterns=self.patterns, hang_startup_s=self.hang_startup_s, hang_steady_s=self.hang_steady_s)
 
     def is_local_only(self, local_names: Sequence[str] = LOCAL_HOST_NAMES) -> bool:
         return all(host in local_names for host in self.hosts)
@@ -116,6 +120,7 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
         for local_rank, device_id in enumerate(devices):
             slot = _Slot(len(ranks), host.host, node_rank, local_rank, device_id, devices)
             ranks.append(_rank_spec(job, slot, tf_configs[slot.rank] if tf_configs else {}))
+    startup_s, steady_s = hang_limits(config, sources)
     if config.data_preprocess:
         notes.append("data_preprocess: host_main: every rank gets local_rank_id (its rank on its host) and "
                      "local_device_list (its host's devices, which the host's main process feeds)")
@@ -135,7 +140,31 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
                       hosts=tuple(h.host for h in config.hosts), ranks=tuple(ranks), rank_table=table,
                       rank_table_path=table_path, grace_period_s=config.job.grace_period_s,
                       console=config.job.console, forward_signals=config.job.forward_signals,
-                      sources=sources, notes=tuple(notes), warnings=tuple(warnings))
+                      sources=sources, notes=tuple(notes), warnings=tuple(warnings), hang_startup_s=startup_s,
+                      hang_steady_s=steady_s, patterns=tuple(config.monitor.get("patterns", ())))
+
+
+COMPILE_ALLOWANCE_S = 1800  # graph compilation before the first line, on top of HCCL's connect timeout
+STEADY_MARGIN_S = 60  # beyond the job's own longest timeout
+
+
+def hang_limits(config: ClusterConfig, sources: Dict[str, str]) -> Tuple[float, float]:
+    """(start-up, steady) limits of the hang watchdog: the YAML's / CLI's, or derived from the job's
+    own timeouts, so that npulaunch never declares a hang before CANN itself would time out."""
+    env = {"HCCL_CONNECT_TIMEOUT": "600", "HCCL_EXEC_TIMEOUT": "1800"}
+    env.update({k: v for k, v in config.env.items() if v is not None})
+    startup = config.monitor.get("startup_timeout_s")
+    if startup is None:
+        startup = float(env["HCCL_CONNECT_TIMEOUT"]) + 20 + COMPILE_ALLOWANCE_S
+        sources["monitor.startup_timeout_s"] = "derived (HCCL_CONNECT_TIMEOUT + 20 s + compilation allowance)"
+    steady = config.monitor.get("hang_timeout_s")
+    if steady is None:
+        options = config.session_options
+        collective_s = float(options.get("hccl_timeout", env["HCCL_EXEC_TIMEOUT"]))
+        stream_s = float(options.get("stream_sync_timeout", -1)) / 1000.0
+        steady = max(collective_s, stream_s) + STEADY_MARGIN_S
+        sources["monitor.hang_timeout_s"] = "derived (the job's longest collective / stream-sync timeout + 60 s)"
+    return float(startup), float(steady)
 
 
 def _cpu_fallback(config: ClusterConfig, devices_by_host: Sequence[Tuple[int, ...]], discovery: Discovery,

@@ -49,7 +49,10 @@ def plan_to_dict(plan: LaunchPlan, inherited_by_host: Mapping[str, Mapping[str, 
         "grace_period_s": plan.grace_period_s, "console": plan.console.value,
         "forward_signals": list(plan.forward_signals), "rank_table_path": plan.rank_table_path,
         "rank_table": plan.rank_table, "sources": plan.sources, "notes": list(plan.notes),
-        "warnings": list(plan.warnings), "ranks": ranks,
+        "warnings": list(plan.warnings), "monitor": {"startup_timeout_s": plan.hang_startup_s,
+                                                      "hang_timeout_s": plan.hang_steady_s,
+                                                      "patterns": list(plan.patterns)},
+        "ranks": ranks,
     }
 
 

@@ -8,9 +8,12 @@ import signal
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
+from . import rootcause
 from .agent.agent import AgentOutcome, RankResult, RankState
 from .agent.tail import last_lines
+from .events import Event
 from .plan import LaunchPlan
+from .rootcause import rank_ranges, ranks_word
 from .spec import RankSpec
 
 LAST_LINES = 10
@@ -22,17 +25,6 @@ class JobReport:
     summary: Dict[str, Any]
     exit_code: int
     text: str
-
-
-def rank_ranges(ranks: Sequence[int]) -> str:
-    """``[0, 1, 2, 5, 7, 8]`` -> ``0-2, 5, 7-8``."""
-    runs: List[List[int]] = []
-    for rank in sorted(ranks):
-        if runs and rank == runs[-1][1] + 1:
-            runs[-1][1] = rank
-        else:
-            runs.append([rank, rank])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def describe_exit(exit_code: Optional[int], signal_name: Optional[str], error: Optional[str] = None) -> str:
@@ -48,12 +40,6 @@ def describe_end(result: RankResult) -> str:
     return describe_exit(result.exit_code, result.signal, result.error)
 
 
-def pick_root_cause(results: Sequence[RankResult]) -> Optional[RankResult]:
-    """The earliest rank that failed on its own (not one npulaunch stopped); ties: lowest rank."""
-    failed = [r for r in results if r.state in (RankState.FAILED, RankState.SPAWN_FAILED)]
-    return min(failed, key=lambda r: (r.end_time or 0.0, r.rank)) if failed else None
-
-
 def exit_code_for(outcome: AgentOutcome) -> int:
     """0 all succeeded; 1 a rank failed; 128+N when a signal to npulaunch stopped the job."""
     if outcome.stop_signal is not None:
@@ -67,11 +53,14 @@ def _log_tail(spec: RankSpec) -> Dict[str, List[str]]:
     return {"stdout": last_lines(spec.stdout_path, LAST_LINES), "stderr": last_lines(spec.stderr_path, LAST_LINES)}
 
 
-def build_report(plan: LaunchPlan, outcome: AgentOutcome, start_time: float, end_time: float) -> JobReport:
+def build_report(plan: LaunchPlan, outcome: AgentOutcome, start_time: float, end_time: float,
+                 events: Sequence[Event] = ()) -> JobReport:
     specs = {s.rank: s for s in plan.ranks}
-    cause = pick_root_cause(outcome.ranks)
     code = exit_code_for(outcome)
     status = "succeeded" if code == EXIT_OK else ("stopped" if outcome.stop_signal is not None else "failed")
+    cause = rootcause.pick(outcome.ranks, events) if code != EXIT_OK or events else None
+    if status == "succeeded":
+        cause = None
     ranks = []
     for result in outcome.ranks:
         spec = specs[result.rank]
@@ -84,14 +73,20 @@ def build_report(plan: LaunchPlan, outcome: AgentOutcome, start_time: float, end
         })
     root = None
     if cause is not None:
+        result = next(r for r in outcome.ranks if r.rank == cause.rank)
         spec = specs[cause.rank]
         tail = _log_tail(spec)
         log_path = spec.stderr_path if tail["stderr"] else spec.stdout_path
-        root = {"rank": cause.rank, "host": cause.host, "device_id": cause.device_id, "pid": cause.pid,
-                "exit_code": cause.exit_code, "signal": cause.signal, "end_time": cause.end_time,
-                "reason": f"rank {cause.rank} {describe_end(cause)}",
-                "why_chosen": "the earliest rank to fail on its own; later exits followed npulaunch's stop",
-                "log": log_path, "last_lines": tail["stderr"] or tail["stdout"]}
+        failed_itself = result.state in (RankState.FAILED, RankState.SPAWN_FAILED)
+        if failed_itself:
+            reason = f"rank {cause.rank} {describe_end(result)}"
+        elif cause.cls == "hang":
+            reason = f"rank {cause.rank} hung"
+        else:
+            reason = f"rank {cause.rank} reported {cause.code} ({cause.cls})"
+        root = dict(cause.to_dict(), pid=result.pid, exit_code=result.exit_code, signal=result.signal,
+                    end_time=result.end_time, reason=reason, log=log_path,
+                    last_lines=tail["stderr"] or tail["stdout"])
     summary = {
         "job": {"job_id": plan.job_id, "name": plan.job_name, "status": status, "exit_code": code,
                 "root_cause_rank": cause.rank if cause else None, "world_size": plan.world_size,
@@ -101,7 +96,7 @@ def build_report(plan: LaunchPlan, outcome: AgentOutcome, start_time: float, end
         "root_cause": root,
         "ranks": ranks,
     }
-    return JobReport(summary, code, render_report(plan, outcome, summary))
+    return JobReport(summary, code, render_report(plan, summary))
 
 
 def _duration(result: RankResult) -> Optional[float]:
@@ -114,7 +109,7 @@ def _signal_name(signum: Optional[int]) -> Optional[str]:
     return None if signum is None else signal.Signals(signum).name
 
 
-def render_report(plan: LaunchPlan, outcome: AgentOutcome, summary: Dict[str, Any]) -> str:
+def render_report(plan: LaunchPlan, summary: Dict[str, Any]) -> str:
     """The lines printed at the end of the console."""
     job = summary["job"]
     head = f"npulaunch: job {plan.job_id} {job['status']} after {job['duration_s']:.1f} s"
@@ -125,18 +120,24 @@ def render_report(plan: LaunchPlan, outcome: AgentOutcome, summary: Dict[str, An
     if root is not None:
         where = f"host {root['host']}, device {root['device_id']}"
         lines.append(f"  root cause: {root['reason']} ({where}, pid {root['pid']})")
+        if root["cls"] not in ("exit", "signal", "hang"):
+            detail = f": {root['first_line']}" if root["first_line"] else ""
+            lines.append(f"  error: {root['code'] or root['cls']} ({root['cls']}){detail}")
+            if root["excerpt"][:-1]:
+                lines.append("  before it:")
+                lines.extend("    | " + text for text in root["excerpt"][:-1])
+        lines.append(f"  why this rank: {root['why']}")
+        lines.append(f"  hint: {root['hint']}" + (" (a restart may help)" if root["retryable"] else ""))
         if root["last_lines"]:
             lines.append(f"  last lines of {root['log']}:")
             lines.extend("    | " + text for text in root["last_lines"])
         lines.append(f"  log: {root['log']}")
-    by_state: Dict[str, List[int]] = {}
-    for rank in summary["ranks"]:
-        if root is None or rank["rank"] != root["rank"]:
-            by_state.setdefault(rank["state"], []).append(rank["rank"])
-    if job["status"] != "succeeded":
-        for state, members in sorted(by_state.items()):
-            label = {"stopped": "stopped by npulaunch", "failed": "also failed"}.get(state, state)
-            lines.append(f"  ranks {rank_ranges(members)}: {label}")
+        for group in root["others"]:
+            lines.append(f"  {ranks_word(group['ranks'])}: {group['what']}")
+    elif job["status"] != "succeeded":
+        stopped = [r["rank"] for r in summary["ranks"] if r["state"] != "succeeded"]
+        if stopped:
+            lines.append(f"  ranks {rank_ranges(stopped)}: stopped by npulaunch")
     if job["strays_killed"]:
         lines.append(f"  killed {len(job['strays_killed'])} leftover process(es) of the job")
     lines.append(f"  job directory: {plan.job_dir}")

@@ -82,3 +82,41 @@ def parse_session_options(check: Checker, value: Any) -> Dict[str, Any]:
             except ValueProblem as problem:
                 check.add(path + problem.key, problem.found, problem.allowed, problem.hint)
     return options
+
+
+MONITOR_KEYS = ("hang_timeout_s", "startup_timeout_s", "patterns")
+PATTERN_KEYS = ("name", "pattern", "class", "kind", "retryable", "hint", "code")
+
+
+def parse_monitor(check: Checker, value: Any) -> Dict[str, Any]:
+    """The ``monitor`` section: hang limits (seconds; 0 turns a check off) and the job's own
+    error patterns, each a regular expression that must compile."""
+    section = check.mapping(value, ("monitor",), MONITOR_KEYS)
+    result: Dict[str, Any] = {"patterns": ()}
+    for key in ("hang_timeout_s", "startup_timeout_s"):
+        if key in section:
+            result[key] = check.number(section[key], ("monitor", key), 0, 30 * 24 * 3600)
+    patterns = section.get("patterns", [])
+    if not isinstance(patterns, list):
+        check.add(("monitor", "patterns"), describe(patterns), "a list of {name, pattern, ...} entries")
+        return result
+    parsed = []
+    for index, entry in enumerate(patterns):
+        path: YamlPath = ("monitor", "patterns", index)
+        item = check.mapping(entry, path, PATTERN_KEYS)
+        name = check.string(item.get("name"), path + ("name",), "a name for the pattern")
+        text = check.string(item.get("pattern"), path + ("pattern",), "a regular expression")
+        if text is not None:
+            try:
+                re.compile(text)
+            except re.error as exc:
+                check.add(path + ("pattern",), describe(text), "a valid regular expression", str(exc))
+                text = None
+        if item.get("kind", "cause") not in ("cause", "symptom"):
+            check.add(path + ("kind",), describe(item.get("kind")), "cause or symptom")
+        if not isinstance(item.get("retryable", False), bool):
+            check.add(path + ("retryable",), describe(item.get("retryable")), "true or false")
+        if name is not None and text is not None:
+            parsed.append({k: v for k, v in item.items()})
+    result["patterns"] = tuple(parsed)
+    return result

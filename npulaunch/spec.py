@@ -64,10 +64,14 @@ class HostPlan:
     grace_period_s: float
     forward_signals: Tuple[str, ...] = ("SIGUSR1", "SIGUSR2")
     ranks: Tuple[RankSpec, ...] = field(default_factory=tuple)
+    patterns: Tuple[Dict[str, Any], ...] = ()  # the job's own signatures (monitor.patterns)
+    hang_startup_s: float = 0.0  # launch -> first line; 0 = not watched
+    hang_steady_s: float = 0.0  # between lines once started; 0 = not watched
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)
         data["forward_signals"] = list(self.forward_signals)
+        data["patterns"] = list(self.patterns)
         data["ranks"] = [r.to_dict() for r in self.ranks]
         return data
 
@@ -76,4 +80,5 @@ class HostPlan:
         values = dict(data)
         values["forward_signals"] = tuple(values["forward_signals"])
         values["ranks"] = tuple(RankSpec.from_dict(r) for r in values["ranks"])
+        values["patterns"] = tuple(values.get("patterns", ()))
         return cls(**values)

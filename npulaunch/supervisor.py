@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import IO, Mapping, Optional
+from typing import IO, List, Mapping, Optional
 
 from .agent.agent import Agent, AgentOutcome, RankState
 from .console import Console
@@ -20,10 +20,13 @@ from .plan import LaunchPlan
 from .planview import render_plan_json
 from .ranktable import render_rank_table
 from .report import JobReport, build_report, describe_exit
+from .rootcause import ranks_word
 
 PLAN_FILENAME = "plan.json"
 EVENTS_FILENAME = "events.jsonl"
 SUMMARY_FILENAME = "summary.json"
+FAILURE_FILENAME = "failure.json"
+KEPT_FOR_REPORT = (EventKind.SIGNATURE_MATCHED, EventKind.HANG_DETECTED)
 
 
 def write_private(path: str, text: str) -> None:
@@ -58,6 +61,7 @@ class LocalSupervisor:
         self.inherited = dict(os.environ if inherited is None else inherited)
         self._events: Optional[IO[str]] = None
         self._agent: Optional[Agent] = None
+        self._kept: List[Event] = []  # what the root cause is decided from
 
     def run(self) -> JobReport:
         prepare_job_dir(self.plan, self.inherited)
@@ -70,11 +74,14 @@ class LocalSupervisor:
             self.console.message(f"job {self.plan.job_id}: starting {self.plan.world_size} ranks, "
                                  f"logs in {self.plan.job_dir}")
             outcome: AgentOutcome = self._agent.run()
-            report = build_report(self.plan, outcome, start, time.time())
+            report = build_report(self.plan, outcome, start, time.time(), self._kept)
             self._record(Event(EventKind.JOB_FINISHED, self.plan.job_id, self.plan.hosts[0], None,
                                {"status": report.summary["job"]["status"], "exit_code": report.exit_code,
                                 "root_cause_rank": report.summary["job"]["root_cause_rank"]}))
         write_private(os.path.join(self.plan.job_dir, SUMMARY_FILENAME), json.dumps(report.summary, indent=2) + "\n")
+        if report.summary["root_cause"] is not None:
+            write_private(os.path.join(self.plan.job_dir, FAILURE_FILENAME),
+                          json.dumps(report.summary["root_cause"], indent=2) + "\n")
         self.console.report(report.text)
         return report
 
@@ -87,6 +94,20 @@ class LocalSupervisor:
         self._record(event)
         assert self._agent is not None
         kind, data = event.kind, event.data
+        if kind in KEPT_FOR_REPORT:
+            self._kept.append(event)
+        if kind is EventKind.SIGNATURE_MATCHED:
+            self.console.message(f"rank {event.rank} reported {data['code'] or data['signature']} "
+                                 f"({data['cls']}, a {data['signature_kind']}): {data['line'][:200]}")
+            if data.get("fatal"):
+                self._agent.stop(f"rank {event.rank} reported {data['code'] or data['signature']}")
+            return
+        if kind is EventKind.HANG_DETECTED:
+            scope = "every rank" if data["whole_job"] else ranks_word(data["ranks"])
+            self.console.message(f"hang: {scope} printed nothing for more than {data['limit_s']:g} s "
+                                 f"({data['phase']}); stopping the job")
+            self._agent.stop("hang detected")
+            return
         failed = kind is EventKind.RANK_SPAWN_FAILED or (
             kind is EventKind.RANK_EXITED and data["state"] == RankState.FAILED.value)
         if failed:

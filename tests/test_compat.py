@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, base_env, require
 
 HOST_SIDE = ["npulaunch/__init__.py", "npulaunch/spec.py", "npulaunch/events.py", "npulaunch/agent",
-             "npulaunch/session.py", "npulaunch/inject"]
+             "npulaunch/session.py", "npulaunch/inject", "npulaunch/signatures.py", "npulaunch/watchdog.py"]
 HEAVY = ("fabric", "paramiko", "invoke", "tensorflow", "rich")
 
 

@@ -22,6 +22,7 @@ from ..spec import HostPlan, RankSpec
 from . import procs
 from .guard import Guard
 from .inbox import SignalInbox
+from .monitor import Monitor
 from .tail import FileTail, Line
 
 POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
@@ -104,6 +105,7 @@ class Agent:
         self._inbox: Optional[SignalInbox] = None
         self._guard: Optional[Guard] = None
         self._preexisting: Set[int] = set()
+        self.monitor = Monitor(plan, self._emit, clock)
         self._forward = tuple(getattr(signal, name) for name in plan.forward_signals)
 
     # -- reporting -------------------------------------------------------------------------
@@ -181,6 +183,8 @@ class Agent:
                     lines = tail.close()
                     if lines:
                         self._output(proc.spec, stream, lines)
+                        self.monitor.lines(proc.spec.rank, stream, lines)
+            self.monitor.close()
             if self._guard is not None:
                 self._guard.release()
             self._inbox.close()
@@ -191,9 +195,14 @@ class Agent:
         timeout = self._poll_s
         if self._kill_deadline is not None and not self._killed:
             timeout = min(timeout, self._kill_deadline - self._clock())
+        watch = self.monitor.timeout_s()
+        if watch is not None:
+            timeout = min(timeout, watch)
         self._inbox.wait(timeout)
         for signum in self._inbox.take():
             self._on_signal(signum)
+        if not self._stopping:
+            self.monitor.poll()
         if self._kill_deadline is not None and not self._killed and self._clock() >= self._kill_deadline:
             self.kill(f"grace period of {self.plan.grace_period_s:g} s ran out")
 
@@ -238,6 +247,7 @@ class Agent:
             return
         proc.popen, proc.pid, proc.state = popen, popen.pid, RankState.RUNNING
         self._by_pid[popen.pid] = proc
+        self.monitor.started(spec.rank)
         assert self._guard is not None
         self._guard.watch(popen.pid)
         self._emit(EventKind.RANK_STARTED, spec.rank, pid=popen.pid, device_id=spec.device_id,
@@ -251,6 +261,7 @@ class Agent:
                     self._guard.reaped(status)
                 continue  # an orphaned descendant re-parented to us
             self._pump_rank(proc)  # its last lines come before its exit on the console
+            self.monitor.exited(proc.spec.rank)
             proc.exit_code, proc.signal = procs.decode_status(status)
             if proc.popen is not None:
                 proc.popen.returncode = proc.exit_code if proc.signal is None else -1
@@ -272,6 +283,7 @@ class Agent:
             lines = tail.read_lines()
             if lines:
                 self._output(proc.spec, stream, lines)
+                self.monitor.lines(proc.spec.rank, stream, lines)
 
     def _clean_up_strays(self) -> List[int]:
         """After every rank has exited: stop what they left behind (TERM, grace, KILL)."""

@@ -59,6 +59,15 @@ def act(action):
         if name == "spam_crash":
             os.write(1, b"partial last line without newline")
             os.kill(os.getpid(), signal.SIGKILL)
+    elif name == "tick":  # a line every 0.1 s, for ever
+        while True:
+            print("tick", flush=True)
+            time.sleep(0.1)
+    elif name == "silent":  # one line, then nothing (a hang)
+        print("started", flush=True)
+        hang()
+    elif name == "say":  # print the argument (dashes for spaces), then go on
+        print(arg.replace("-", " "), flush=True)
     elif name == "env":
         print(json.dumps(dict(os.environ)))
     elif name == "usr1":
