@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import BinaryIO, List, Optional
 
-from .agent.tail import Line
+from .agent.tail import Line, is_progress
 from .config import ConsoleMode
 from .spec import RankSpec
 
@@ -31,10 +31,11 @@ class Console:
         """Show one batch of a rank's lines; runs of progress updates (``\\r``) collapse to the last."""
         if self._broken or self.mode is ConsoleMode.NONE or (self.mode is ConsoleMode.RANK0 and spec.rank != 0):
             return
-        prefix = self.prefix(spec)
-        shown = [line.text for i, line in enumerate(lines)
-                 if not (line.cr and i + 1 < len(lines) and lines[i + 1].cr)]
-        data = b"".join(prefix + text.encode("utf-8", "replace") + b"\n" for text in shown)
+        prefix = self.prefix(spec).decode()
+        if any(is_progress(line) for line in lines):
+            lines = [line.rstrip("\r") for i, line in enumerate(lines)
+                     if not (is_progress(line) and i + 1 < len(lines) and is_progress(lines[i + 1]))]
+        data = (prefix + ("\n" + prefix).join(lines) + "\n").encode("utf-8", "replace")
         self._write(self._err if stream == "stderr" else self._out, data)
 
     def message(self, text: str) -> None:

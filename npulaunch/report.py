@@ -4,6 +4,7 @@ text printed at the end of the console. Pure except for reading the tails of log
 
 from __future__ import annotations
 
+import resource
 import signal
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
@@ -92,11 +93,18 @@ def build_report(plan: LaunchPlan, outcome: AgentOutcome, start_time: float, end
                 "root_cause_rank": cause.rank if cause else None, "world_size": plan.world_size,
                 "hosts": list(plan.hosts), "job_dir": plan.job_dir, "start_time": start_time,
                 "end_time": end_time, "duration_s": round(end_time - start_time, 3),
-                "stop_signal": _signal_name(outcome.stop_signal), "strays_killed": outcome.strays_killed},
+                "stop_signal": _signal_name(outcome.stop_signal), "strays_killed": outcome.strays_killed,
+                "launcher_cpu_s": _own_cpu_s()},
         "root_cause": root,
         "ranks": ranks,
     }
     return JobReport(summary, code, render_report(plan, summary))
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds npulaunch itself used (not its ranks): the cost of watching the job."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return round(usage.ru_utime + usage.ru_stime, 3)
 
 
 def _duration(result: RankResult) -> Optional[float]:

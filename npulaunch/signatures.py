@@ -26,38 +26,39 @@ class Signature:
     hint: str
     code: str = ""  # the CANN error code, when there is one
     fatal: bool = False  # the job cannot go on: stop it now rather than wait for timeouts
+    needles: Tuple[str, ...] = ()  # literal text a matching line must contain (lower-case: any case)
 
 
 SIGNATURES: Tuple[Signature, ...] = (
     Signature("EI0006", r"\bEI0006\b", "hccl_connect_timeout", SYMPTOM, True,
               "a peer never connected while HCCL set up its links: look for the rank that did not start "
-              "or was slower (compilation); HCCL_CONNECT_TIMEOUT sets how long ranks wait", "EI0006", fatal=True),
+              "or was slower (compilation); HCCL_CONNECT_TIMEOUT sets how long ranks wait", "EI0006", fatal=True, needles=("EI0006",)),
     Signature("EI0002", r"\bEI0002\b", "hccl_exec_timeout", SYMPTOM, False,
               "a collective operation timed out, usually because another rank failed or stalled first; "
-              "hccl_timeout / HCCL_EXEC_TIMEOUT set how long ranks wait", "EI0002", fatal=True),
+              "hccl_timeout / HCCL_EXEC_TIMEOUT set how long ranks wait", "EI0002", fatal=True, needles=("EI0002",)),
     Signature("EI0004", r"\bEI0004\b", "invalid_rank_table", CAUSE, False,
-              "the rank table is invalid: check RANK_TABLE_FILE, device IPs and rank ids", "EI0004", fatal=True),
+              "the rank table is invalid: check RANK_TABLE_FILE, device IPs and rank ids", "EI0004", fatal=True, needles=("EI0004",)),
     Signature("EI0014", r"\bEI0014\b", "invalid_rank_table", CAUSE, False,
-              "the rank table does not match the ranks started: check RANK_TABLE_FILE", "EI0014", fatal=True),
+              "the rank table does not match the ranks started: check RANK_TABLE_FILE", "EI0014", fatal=True, needles=("EI0014",)),
     Signature("EI0008", r"\bEI0008\b", "cann_version_mismatch", CAUSE, False,
-              "ranks run different CANN versions: install the same version on every host", "EI0008", fatal=True),
+              "ranks run different CANN versions: install the same version on every host", "EI0008", fatal=True, needles=("EI0008",)),
     Signature("EE1002", r"\bEE1002\b", "stream_sync_timeout", SYMPTOM, False,
               "stream synchronisation timed out (stream_sync_timeout, milliseconds): a kernel or a "
-              "collective did not finish, often waiting on another rank", "EE1002", fatal=True),
+              "collective did not finish, often waiting on another rank", "EE1002", fatal=True, needles=("EE1002",)),
     Signature("507046", r"\b507046\b", "stream_sync_timeout", SYMPTOM, False,
-              "the runtime reported a stream synchronisation timeout (507046)", "507046", fatal=True),
+              "the runtime reported a stream synchronisation timeout (507046)", "507046", fatal=True, needles=("507046",)),
     Signature("EZ9999-aicore", r"\bEZ9999\b.*\b(aicore|aivec) error\b|\b(aicore|aivec) error\b.*\bEZ9999\b",
               "device_kernel_fault", CAUSE, False,
               "a kernel faulted on the NPU (AI Core/vector error): look at the operator named in the plog; "
-              "op_debug_config oom can locate memory overwrites", "EZ9999", fatal=True),
+              "op_debug_config oom can locate memory overwrites", "EZ9999", fatal=True, needles=("EZ9999",)),
     Signature("EL0004", r"\bEL0004\b", "device_out_of_memory", CAUSE, False,
-              "device memory ran out: reduce the batch size or memory options", "EL0004", fatal=True),
+              "device memory ran out: reduce the batch size or memory options", "EL0004", fatal=True, needles=("EL0004",)),
     Signature("out-of-memory", r"(?i:\bout of memory\b)", "device_out_of_memory", CAUSE, False,
-              "memory ran out: reduce the batch size or memory options"),
+              "memory ran out: reduce the batch size or memory options", needles=("out of memory",)),
     Signature("python-traceback", r"^Traceback \(most recent call last\):", "python_exception", CAUSE, False,
-              "the script raised an exception: see the excerpt"),
+              "the script raised an exception: see the excerpt", needles=("Traceback",)),
     Signature("segfault", r"(?i:\bsegmentation fault\b)", "segfault", CAUSE, False,
-              "the process crashed with a segmentation fault"),
+              "the process crashed with a segmentation fault", needles=("segmentation fault",)),
 )
 
 # "[ERROR] HCCL(12345,python3):2024-01-02-03:04:05.678.901 [...]": plogs stamp each line like this
@@ -78,20 +79,46 @@ def parse_plog_time(line: str) -> Optional[float]:
 
 
 class Matcher:
-    """Finds the first signature a line carries. One combined regex keeps the cost per line low."""
+    """Finds the signatures lines carry. Lines come in batches and almost never match, so a batch
+    is first checked as one string: for the literal needles of the built-in signatures (a plain
+    substring search) and with the job's own patterns; only a batch that passes is looked at line
+    by line (8 ranks x 100k lines: about 0.4 us a line instead of 10)."""
 
     def __init__(self, signatures: Sequence[Signature] = SIGNATURES) -> None:
         self.signatures = tuple(signatures)
-        self._any = re.compile("|".join("(?:%s)" % s.pattern for s in self.signatures), re.MULTILINE)
         self._each = [(s, re.compile(s.pattern)) for s in self.signatures]
+        self._exact = tuple({n for s in self.signatures for n in s.needles if n != n.lower()})
+        self._folded = tuple({n for s in self.signatures for n in s.needles if n == n.lower()})
+        unfiltered = [s.pattern for s in self.signatures if not s.needles]
+        self._unfiltered = re.compile("|".join("(?:%s)" % p for p in unfiltered), re.MULTILINE) if unfiltered \
+            else None
+
+    def _may_match(self, text: str) -> bool:
+        if any(needle in text for needle in self._exact):
+            return True
+        if self._folded and any(needle in text.lower() for needle in self._folded):
+            return True
+        return self._unfiltered is not None and self._unfiltered.search(text) is not None
 
     def match(self, line: str) -> Optional[Signature]:
-        if not self._any.search(line):
+        """The first signature (in catalog order) the line carries."""
+        if not self._may_match(line):
             return None
         for signature, pattern in self._each:
             if pattern.search(line):
                 return signature
         return None
+
+    def scan(self, lines: Sequence[str]) -> List[Tuple[int, Signature]]:
+        """``(index, signature)`` for each line of a batch that carries one."""
+        if not lines or not self._may_match("\n".join(lines)):
+            return []
+        found = []
+        for index, line in enumerate(lines):
+            signature = self.match(line)
+            if signature is not None:
+                found.append((index, signature))
+        return found
 
 
 def user_signatures(patterns: Iterable[dict]) -> List[Signature]:

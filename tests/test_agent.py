@@ -35,7 +35,7 @@ def test_an_error_in_the_launcher_kills_every_rank(tmp_path: Path, marker: str) 
             started.append(event.data["pid"])
 
     def on_output(spec, stream, lines) -> None:
-        if any(line.text.startswith("grandchild") for line in lines):
+        if any(line.startswith("grandchild") for line in lines):
             raise RuntimeError("a bug in the supervisor")
 
     agent = Agent(host_plan(tmp_path, marker, "*=grandchild:hang"), on_event, on_output)
@@ -49,7 +49,7 @@ def test_an_error_in_the_launcher_kills_every_rank(tmp_path: Path, marker: str) 
 def test_outcome_of_a_clean_run(tmp_path: Path, marker: str) -> None:
     seen = []
     outcome = Agent(host_plan(tmp_path, marker, "0=exit:0", "1=exit:0"), lambda e: None,
-                    lambda spec, stream, lines: seen.extend((spec.rank, l.text) for l in lines)).run()
+                    lambda spec, stream, lines: seen.extend((spec.rank, line) for line in lines)).run()
     assert [r.state for r in outcome.ranks] == [RankState.SUCCEEDED, RankState.SUCCEEDED]
     assert outcome.stop_signal is None and outcome.strays_killed == []
     assert sorted(text.split()[0] for _, text in seen) == ["ready", "ready"]

@@ -67,7 +67,7 @@ for rank in range(2):
 plan = HostPlan(job_id="py37", job_uuid="u37", host="localhost", node_rank=0, job_dir={str(tmp_path)!r},
                 grace_period_s=1.0, ranks=tuple(ranks))
 lines = []
-outcome = Agent(plan, lambda e: None, lambda spec, stream, got: lines.extend(l.text for l in got)).run()
+outcome = Agent(plan, lambda e: None, lambda spec, stream, got: lines.extend(got)).run()
 print(json.dumps({{"version": sys.version_info[:2], "codes": [r.exit_code for r in outcome.ranks],
                    "lines": sorted(lines)}}))
 """

@@ -6,13 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from npulaunch.agent.tail import (
-    MAX_LINE_BYTES,
-    FileTail,
-    Line,
-    LineSplitter,
-    last_lines,
-)
+from npulaunch.agent.tail import MAX_LINE_BYTES, FileTail, LineSplitter, last_lines
 
 
 def feed_all(chunks):
@@ -24,14 +18,14 @@ def feed_all(chunks):
 
 
 @pytest.mark.parametrize("chunks, expected", [
-    ([b"a\nb\n"], [Line("a", False), Line("b", False)]),
-    ([b"a", b"b\n", b"c"], [Line("ab", False), Line("c", False)]),
-    ([b"a\r\nb\r\n"], [Line("a", False), Line("b", False)]),
-    ([b"a\r", b"\nb\n"], [Line("a", False), Line("b", False)]),  # \r\n split across reads
-    ([b"10%\r50%\r100%\n"], [Line("10%", True), Line("50%", True), Line("100%", False)]),
-    ([b"10%\r", b"50%\r", b"done\n"], [Line("10%", True), Line("50%", True), Line("done", False)]),
-    ([b"\n\n"], [Line("", False), Line("", False)]),
-    ([b"no newline at end"], [Line("no newline at end", False)]),
+    ([b"a\nb\n"], ["a", "b"]),
+    ([b"a", b"b\n", b"c"], ["ab", "c"]),
+    ([b"a\r\nb\r\n"], ["a", "b"]),
+    ([b"a\r", b"\nb\n"], ["a", "b"]),  # \r\n split across reads
+    ([b"10%\r50%\r100%\n"], ["10%\r", "50%\r", "100%"]),
+    ([b"10%\r", b"50%\r", b"done\n"], ["10%\r", "50%\r", "done"]),
+    ([b"\n\n"], ["", ""]),
+    ([b"no newline at end"], ["no newline at end"]),
 ])
 def test_lines(chunks, expected) -> None:
     assert feed_all(chunks) == expected
@@ -39,7 +33,7 @@ def test_lines(chunks, expected) -> None:
 
 def test_a_utf8_character_split_across_reads_is_kept_whole() -> None:
     data = "héllo ✓ 中文\n".encode()
-    assert feed_all([data[i:i + 1] for i in range(len(data))]) == [Line("héllo ✓ 中文", False)]
+    assert feed_all([data[i:i + 1] for i in range(len(data))]) == ["héllo ✓ 中文"]
 
 
 def test_an_overlong_line_is_cut_on_a_character_boundary() -> None:
@@ -47,12 +41,12 @@ def test_an_overlong_line_is_cut_on_a_character_boundary() -> None:
     data = text.encode()
     lines = feed_all([data[:40000], data[40000:], b"\n"])  # no newline yet when the limit is passed
     assert len(lines) == 2
-    assert "".join(line.text for line in lines) == text
-    assert "\ufffd" not in lines[0].text
+    assert "".join(lines) == text
+    assert "\ufffd" not in lines[0]
 
 
 def test_invalid_utf8_is_replaced_not_fatal() -> None:
-    assert feed_all([b"bad \xff\xfe byte\n"]) == [Line("bad \ufffd\ufffd byte", False)]
+    assert feed_all([b"bad \xff\xfe byte\n"]) == ["bad \ufffd\ufffd byte"]
 
 
 def test_file_tail_follows_appends(tmp_path: Path) -> None:
@@ -60,10 +54,10 @@ def test_file_tail_follows_appends(tmp_path: Path) -> None:
     tail = FileTail(str(path))
     with open(path, "ab", buffering=0) as out:
         out.write(b"one\ntw")
-        assert tail.read_lines() == [Line("one", False)]
+        assert tail.read_lines() == ["one"]
         out.write(b"o\nthree")
-        assert tail.read_lines() == [Line("two", False)]
-    assert tail.close() == [Line("three", False)]
+        assert tail.read_lines() == ["two"]
+    assert tail.close() == ["three"]
 
 
 def test_last_lines(tmp_path: Path) -> None:

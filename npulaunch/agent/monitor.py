@@ -56,7 +56,7 @@ class Monitor:
         seen = self.progress.get(rank)
         if seen is not None and lines:
             seen.saw(self._clock())
-        self._match(rank, stream, [line.text for line in lines], plog=False)
+        self._match(rank, stream, [line.rstrip("\r") for line in lines], plog=False)
 
     def timeout_s(self) -> Optional[float]:
         """How long the agent may sleep before the next check."""
@@ -80,7 +80,7 @@ class Monitor:
     def close(self) -> None:
         self._scan_plogs()
         for path, (rank, tail) in sorted(self._plog_tails.items()):
-            self._match(rank, os.path.basename(path), [line.text for line in tail.close()], plog=True)
+            self._match(rank, os.path.basename(path), list(tail.close()), plog=True)
         self._plog_tails.clear()
 
     # -- internals -----------------------------------------------------------------------------------
@@ -93,18 +93,18 @@ class Monitor:
 
     def _read_plogs(self) -> None:
         for path, (rank, tail) in self._plog_tails.items():
-            texts = [line.text for line in tail.read_lines()]
+            texts = tail.read_lines()
             if texts:
                 self._match(rank, os.path.basename(path), texts, plog=True)
 
     def _match(self, rank: int, stream: str, texts: List[str], plog: bool) -> None:
         context = self._context.setdefault((rank, stream), collections.deque(maxlen=CONTEXT_LINES))
-        for text in texts:
-            signature = self._matcher.match(text)
-            if signature is not None and (rank, signature.name) not in self._reported:
+        for index, signature in self._matcher.scan(texts):
+            if (rank, signature.name) not in self._reported:
                 self._reported.add((rank, signature.name))
-                self._report(rank, stream, text, signature, list(context), plog)
-            context.append(text[:500])
+                before = (list(context) + texts[:index])[-CONTEXT_LINES:]
+                self._report(rank, stream, texts[index], signature, [t[:500] for t in before], plog)
+        context.extend(t[:500] for t in texts[-CONTEXT_LINES:])
 
     def _report(self, rank: int, stream: str, text: str, signature: Signature, before: List[str],
                 plog: bool) -> None:

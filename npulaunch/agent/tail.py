@@ -4,13 +4,15 @@ Ranks write straight into their log files (the kernel keeps every byte, even if 
 mid-write or the agent falls behind); the agent follows those files for the console and for
 events. Lines end at ``\\n``, ``\\r\\n`` or ``\\r`` (progress bars); a UTF-8 character is never cut,
 since newline bytes never occur inside one and over-long lines are cut on a character boundary.
+A line is a plain ``str`` (cheap: a rank may print 100k lines a second); a progress update, ended
+by a bare ``\\r``, keeps that ``\\r`` at its end so the console can show only the latest.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import List, NamedTuple, Optional
+from typing import List, Optional
 
 MAX_LINE_BYTES = 64 * 1024  # longer lines are passed on in pieces
 READ_CHUNK = 1 << 20
@@ -18,9 +20,11 @@ READ_CHUNK = 1 << 20
 _EOL = re.compile(rb"\r\n|\r|\n")
 
 
-class Line(NamedTuple):
-    text: str
-    cr: bool  # ended by a bare carriage return: a progress update, replaced by the next line
+Line = str  # one line of output; ends with "\r" when it was a progress update
+
+
+def is_progress(line: Line) -> bool:
+    return line.endswith("\r")
 
 
 def _decode(raw: bytes) -> str:
@@ -35,16 +39,18 @@ class LineSplitter:
 
     def feed(self, data: bytes) -> List[Line]:
         buf = self._pending + data if self._pending else data
-        if b"\r" not in buf:  # the common case, several times faster than the regex
-            parts = buf.split(b"\n")
-            self._pending = parts.pop()
-            lines = [Line(_decode(p), False) for p in parts]
+        lines: List[Line]
+        if b"\r" not in buf:  # the common case: decode the complete lines at once, then split
+            end = buf.rfind(b"\n")
+            lines = _decode(buf[:end]).split("\n") if end >= 0 else []
+            self._pending = buf[end + 1:]
         else:
             lines, start = [], 0
             for match in _EOL.finditer(buf):
                 if match.group() == b"\r" and match.end() == len(buf):
                     break  # may be the first half of "\r\n": wait for the next byte
-                lines.append(Line(_decode(buf[start:match.start()]), match.group() == b"\r"))
+                text = _decode(buf[start:match.start()])
+                lines.append(text + "\r" if match.group() == b"\r" else text)
                 start = match.end()
             self._pending = buf[start:]
         while len(self._pending) > MAX_LINE_BYTES:
@@ -52,7 +58,7 @@ class LineSplitter:
             while cut > 0 and (self._pending[cut] & 0xC0) == 0x80:  # inside a UTF-8 character
                 cut -= 1
             cut = cut or MAX_LINE_BYTES  # not UTF-8 at all: cut anywhere
-            lines.append(Line(_decode(self._pending[:cut]), False))
+            lines.append(_decode(self._pending[:cut]))
             self._pending = self._pending[cut:]
         return lines
 
@@ -61,7 +67,7 @@ class LineSplitter:
         rest, self._pending = self._pending, b""
         if rest.endswith(b"\r"):
             rest = rest[:-1]
-        return [Line(_decode(rest), False)] if rest else []
+        return [_decode(rest)] if rest else []
 
 
 class FileTail:
