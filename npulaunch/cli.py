@@ -59,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="validate the configuration and this host; start nothing",
                                 description="Validate, plan and check this host; exit 0 or 2.")
     _add_job_flags(check)
+    for name, what in (("status", "print each rank's state, last line and silence, running or finished"),
+                       ("report", "print a finished job's report again")):
+        view = commands.add_parser(name, help=what, description=what[0].upper() + what[1:] + ".")
+        view.add_argument("job_dir", help="the job directory (<log_dir>/<job_id>)")
+        if name == "report":
+            view.add_argument("--json", action="store_true", help="summary.json as it is")
     for name, what in (("options", "TF Adapter session options"), ("env-vars", "environment variables")):
         catalog = commands.add_parser(name, help=f"list the {what} npulaunch knows and checks",
                                       description=f"The catalog of {what}, from CANN's documentation.")
@@ -209,8 +215,18 @@ def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     return 0
 
 
+def cmd_view(args: argparse.Namespace, command: Optional[List[str]]) -> int:
+    from .jobview import report_text, status_text
+
+    if not os.path.isdir(args.job_dir):
+        raise UsageError(f"no job directory {args.job_dir}")
+    sys.stdout.write(status_text(args.job_dir) if args.command == "status" else report_text(args.job_dir, args.json))
+    return 0
+
+
 COMMANDS: Dict[str, Callable[[argparse.Namespace, Optional[List[str]]], int]] = {
-    "run": cmd_run, "plan": cmd_plan, "check": cmd_check, "options": cmd_catalog, "env-vars": cmd_catalog}
+    "run": cmd_run, "plan": cmd_plan, "check": cmd_check, "options": cmd_catalog, "env-vars": cmd_catalog,
+    "status": cmd_view, "report": cmd_view}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -98,7 +98,7 @@ def build_report(plan: LaunchPlan, outcome: AgentOutcome, start_time: float, end
         "root_cause": root,
         "ranks": ranks,
     }
-    return JobReport(summary, code, render_report(plan, summary))
+    return JobReport(summary, code, render_report(summary))
 
 
 def _own_cpu_s() -> float:
@@ -117,11 +117,11 @@ def _signal_name(signum: Optional[int]) -> Optional[str]:
     return None if signum is None else signal.Signals(signum).name
 
 
-def render_report(plan: LaunchPlan, summary: Dict[str, Any]) -> str:
-    """The lines printed at the end of the console."""
+def render_report(summary: Dict[str, Any]) -> str:
+    """The lines printed at the end of the console (and by ``npulaunch report``)."""
     job = summary["job"]
-    head = f"npulaunch: job {plan.job_id} {job['status']} after {job['duration_s']:.1f} s"
-    lines = [head + f" ({plan.world_size} rank{'s' if plan.world_size != 1 else ''})"]
+    head = f"npulaunch: job {job['job_id']} {job['status']} after {job['duration_s']:.1f} s"
+    lines = [head + f" ({job['world_size']} rank{'s' if job['world_size'] != 1 else ''})"]
     if job["stop_signal"]:
         lines.append(f"  stopped because npulaunch received {job['stop_signal']}")
     root = summary["root_cause"]
@@ -148,5 +148,5 @@ def render_report(plan: LaunchPlan, summary: Dict[str, Any]) -> str:
             lines.append(f"  ranks {rank_ranges(stopped)}: stopped by npulaunch")
     if job["strays_killed"]:
         lines.append(f"  killed {len(job['strays_killed'])} leftover process(es) of the job")
-    lines.append(f"  job directory: {plan.job_dir}")
+    lines.append(f"  job directory: {job['job_dir']}")
     return "\n".join(lines) + "\n"

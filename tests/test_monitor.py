@@ -151,3 +151,20 @@ def test_ranks_that_fall_silent_together_stall_together() -> None:
         progress[rank].saw(last)
     hangs = find_hangs(progress, 15.1, limits)  # rank 0 is past its limit, rank 1 at 96% of it
     assert [h.rank for h in hangs] == [0, 1]
+
+
+def test_status_and_report_read_the_job_directory_back(log_dir: Path, marker: str) -> None:
+    result = run(log_dir, marker, "--", sys.executable, str(RANKS / "rank.py"), "1=exit:4@0.3", "*=tick", nproc=3)
+    assert result.returncode == 1
+    job = str(log_dir / "m")
+    status = run_cli("status", job)
+    assert status.returncode == 0, status.stderr
+    assert "job m: failed (exit code 1)" in status.stdout
+    rows = {line.split()[0]: line for line in status.stdout.splitlines()[2:]}
+    assert "failed (4)" in rows["1"] and "stopped (SIGTERM)" in rows["0"] and "tick" in rows["2"]
+    report = run_cli("report", job)
+    assert report.returncode == 0 and "root cause: rank 1 exited with code 4" in report.stdout
+    as_json = json.loads(run_cli("report", job, "--json").stdout)
+    assert as_json["job"]["root_cause_rank"] == 1
+    missing = run_cli("report", str(log_dir))
+    assert missing.returncode == 2 and "not an npulaunch job directory" in missing.stderr
