@@ -40,6 +40,8 @@ def _add_job_flags(parser: argparse.ArgumentParser) -> None:
                         help="seconds between SIGTERM and SIGKILL when stopping ranks (job.grace_period_s)")
     parser.add_argument("--console", choices=("all", "rank0", "none"), help="which ranks' output to show")
     parser.add_argument("--rank-table", choices=("auto", "required", "none"), help="HCCL rank table policy")
+    parser.add_argument("--max-restarts", type=int, metavar="N",
+                        help="restart the whole job up to N times after a retryable failure (job.max_restarts)")
     parser.add_argument("--hang-timeout", type=float, metavar="S",
                         help="declare a hang after S seconds without output (monitor.hang_timeout_s; 0 = off)")
 
@@ -99,6 +101,9 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
     if args.grace_period is not None and not 0 <= args.grace_period <= 3600:
         problems.append(ConfigProblem("command line", None, "--grace-period", str(args.grace_period),
                                       "seconds from 0 to 3600"))
+    if args.max_restarts is not None and not 0 <= args.max_restarts <= 100:
+        problems.append(ConfigProblem("command line", None, "--max-restarts", str(args.max_restarts),
+                                      "an integer from 0 to 100"))
     if args.hang_timeout is not None and args.hang_timeout < 0:
         problems.append(ConfigProblem("command line", None, "--hang-timeout", str(args.hang_timeout),
                                       "seconds >= 0 (0 turns the watchdog off)"))
@@ -114,11 +119,13 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
         devices=_parse_devices(args.devices) if args.devices is not None else None, log_dir=args.log_dir,
         job_id=args.job_id, grace_period_s=args.grace_period,
         console=ConsoleMode(args.console) if args.console else None,
-        rank_table=RankTableMode(args.rank_table) if args.rank_table else None, hang_timeout_s=args.hang_timeout)
+        rank_table=RankTableMode(args.rank_table) if args.rank_table else None, hang_timeout_s=args.hang_timeout,
+        max_restarts=args.max_restarts)
 
 
-def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
-    """Config -> plan, the steps shared by run, plan and check."""
+def _prepare(args: argparse.Namespace, command: Optional[List[str]], attempts: bool = False) -> Any:
+    """Config -> plan, the steps shared by run, plan and check. With ``attempts``, a function
+    attempt -> plan instead (a restarted job is planned again: fresh ports, its own directory)."""
     import shutil
     import time
 
@@ -145,7 +152,18 @@ def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
         source = "default (job.name and the time)"
     discovery = Discovery(devices=discover_usable_devices, device_ips=discover_device_ips,
                           free_ports=free_loopback_ports, npu_present=lambda: shutil.which("npu-smi") is not None)
-    return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source)
+    if not attempts:
+        return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source)
+    restarted = config.job.max_restarts > 0
+    first = build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source,
+                       attempt=1 if restarted else 0)
+
+    def plan_for(attempt: int) -> Any:
+        if attempt == 1:
+            return first
+        return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source, attempt=attempt)
+
+    return plan_for
 
 
 def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
@@ -178,9 +196,10 @@ def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from .console import Console
     from .preflight import check_local
-    from .supervisor import LocalSupervisor
+    from .supervisor import run_with_restarts
 
-    plan = _prepare(args, command)
+    plan_for = _prepare(args, command, attempts=True)
+    plan = plan_for(1)
     if not plan.is_local_only():
         raise UsageError("this plan has remote hosts (" + ", ".join(plan.hosts) + "); launching over SSH is "
                          "not available yet: use 'npulaunch plan' or 'npulaunch check' on it")
@@ -190,7 +209,7 @@ def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
         console.message(f"note: {note}")
     for warning in plan.warnings:
         console.message(warning)
-    return LocalSupervisor(plan, console).run().exit_code
+    return run_with_restarts(plan_for, console, plan.max_restarts).exit_code
 
 
 def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:

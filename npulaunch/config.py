@@ -72,6 +72,7 @@ class JobConfig:
     grace_period_s: float = DEFAULT_GRACE_PERIOD_S
     console: ConsoleMode = ConsoleMode.ALL
     forward_signals: Tuple[str, ...] = ("SIGUSR1", "SIGUSR2")
+    max_restarts: int = 0  # whole-job restarts, for retryable failures only
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,9 @@ class ClusterConfig:
 TOP_KEYS = ("version", "job", "hosts", "env", "session_options", "rank_table", "product", "session_injection",
             "session_precedence", "cpu_fallback", "data_preprocess", "monitor")
 PRODUCTS = ("atlas-training", "atlas-a2", "atlas-a3", "atlas-inference", "atlas-300i-duo")
-JOB_KEYS = ("name", "id", "command", "workdir", "log_dir", "grace_period_s", "console", "forward_signals")
+JOB_KEYS = ("name", "id", "command", "workdir", "log_dir", "grace_period_s", "console", "forward_signals",
+            "max_restarts")
+MAX_RESTARTS = 100
 HOST_KEYS = ("host", "devices", "device_ips")
 
 
@@ -205,10 +208,14 @@ def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Option
     signals: Tuple[str, ...] = ("SIGUSR1", "SIGUSR2")
     if "forward_signals" in job:
         signals = _parse_signals(check, job["forward_signals"], path + ("forward_signals",))
+    restarts = job.get("max_restarts", 0)
+    if isinstance(restarts, bool) or not isinstance(restarts, int) or not 0 <= restarts <= MAX_RESTARTS:
+        check.add(path + ("max_restarts",), describe(restarts), f"an integer from 0 to {MAX_RESTARTS}")
+        restarts = 0
     if command is None or workdir is None or log_dir is None:
         return None
     return JobConfig(name=name, id=job_id, command=command, workdir=workdir, log_dir=log_dir,
-                     grace_period_s=grace, console=console, forward_signals=signals)
+                     grace_period_s=grace, console=console, forward_signals=signals, max_restarts=restarts)
 
 
 def validate_job_id(value: Any, report: Callable[[str, str, str], None]) -> Optional[str]:

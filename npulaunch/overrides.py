@@ -33,6 +33,7 @@ class Overrides:
     console: Optional[ConsoleMode] = None
     rank_table: Optional[RankTableMode] = None
     hang_timeout_s: Optional[float] = None
+    max_restarts: Optional[int] = None
 
 
 def config_from_cli(overrides: Overrides, cwd: str) -> ClusterConfig:
@@ -54,7 +55,7 @@ def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
     job, hosts, sources = config.job, config.hosts, dict(config.sources)
     job_changes: Dict[str, Any] = {}
     for attr, key in (("command", "command"), ("log_dir", "log_dir"), ("job_id", "id"),
-                      ("grace_period_s", "grace_period_s"), ("console", "console")):
+                      ("grace_period_s", "grace_period_s"), ("console", "console"), ("max_restarts", "max_restarts")):
         value = getattr(flags, attr)
         if value is not None:
             job_changes[key] = os.path.abspath(value) if attr == "log_dir" else value

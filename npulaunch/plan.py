@@ -29,6 +29,7 @@ LOCAL_HOST_NAMES = ("localhost", "127.0.0.1", "::1")
 # The zero-code injection hook: a directory holding only sitecustomize.py, put first on PYTHONPATH.
 INJECTION_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject")
 PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"
+ATTEMPT_VAR = "NPULAUNCH_ATTEMPT"  # 1 for the first run of the job, 2 after the first restart, ...
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,13 @@ class LaunchPlan:
     hang_startup_s: float = 0.0  # the hang watchdog's limits (0 = not watched)
     hang_steady_s: float = 0.0
     patterns: Tuple[Dict[str, Any], ...] = ()  # the job's own error signatures
+    attempt: int = 0  # 0: the job is not restarted; else the attempt number, 1 first
+    max_restarts: int = 0
+
+    @property
+    def attempt_dir(self) -> str:
+        """Where this attempt's ranks, events and summary go (the job directory itself without restarts)."""
+        return self.job_dir if self.attempt == 0 else os.path.join(self.job_dir, f"attempt-{self.attempt}")
 
     def host_plan(self, node_rank: int) -> HostPlan:
         """The share of one host's agent."""
@@ -87,7 +95,7 @@ def default_job_id(name: str, now: float, exists: Callable[[str], bool], log_dir
 
 
 def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Discovery,
-               job_id_source: str = "default") -> LaunchPlan:
+               job_id_source: str = "default", attempt: int = 0) -> LaunchPlan:
     """Expand the config into ranks. Raises ConfigError/PlanError; never starts anything."""
     problems: List[ConfigProblem] = []
     validate_job_id(job_id, lambda found, allowed, hint: problems.append(
@@ -114,7 +122,8 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
         if errors:
             raise ConfigError(errors)
     tf_configs = _cpu_fallback(config, devices_by_host, discovery, notes, warnings) if config.cpu_fallback else []
-    job = _Job(config, job_id, job_uuid, job_dir, table_path, world_size)
+    attempt_dir = job_dir if attempt == 0 else os.path.join(job_dir, f"attempt-{attempt}")
+    job = _Job(config, job_id, job_uuid, job_dir, table_path, world_size, attempt, attempt_dir)
     ranks: List[RankSpec] = []
     for node_rank, (host, devices) in enumerate(zip(config.hosts, devices_by_host)):
         for local_rank, device_id in enumerate(devices):
@@ -141,7 +150,8 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
                       rank_table_path=table_path, grace_period_s=config.job.grace_period_s,
                       console=config.job.console, forward_signals=config.job.forward_signals,
                       sources=sources, notes=tuple(notes), warnings=tuple(warnings), hang_startup_s=startup_s,
-                      hang_steady_s=steady_s, patterns=tuple(config.monitor.get("patterns", ())))
+                      hang_steady_s=steady_s, patterns=tuple(config.monitor.get("patterns", ())), attempt=attempt,
+                      max_restarts=config.job.max_restarts)
 
 
 COMPILE_ALLOWANCE_S = 1800  # graph compilation before the first line, on top of HCCL's connect timeout
@@ -195,6 +205,8 @@ class _Job:
     job_dir: str
     table_path: Optional[str]
     world_size: int
+    attempt: int
+    attempt_dir: str
 
 
 @dataclass(frozen=True)
@@ -211,7 +223,7 @@ class _Slot:
 
 def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
     config = job.config
-    rank_dir = os.path.join(job.job_dir, f"rank-{slot.rank}")
+    rank_dir = os.path.join(job.attempt_dir, f"rank-{slot.rank}")
     plog_dir = os.path.join(rank_dir, "ascend")
     options: Dict[str, Any] = {}
     if config.session_options:
@@ -229,6 +241,7 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
                       rank_dir=rank_dir, plog_dir=plog_dir, rank_table_path=job.table_path, session_options=options)
     env, unset, env_sources = build_rank_env(ctx, config.env)
     env[PRECEDENCE_VAR], env_sources[PRECEDENCE_VAR] = config.session_precedence.value, "launcher"
+    env[ATTEMPT_VAR], env_sources[ATTEMPT_VAR] = str(max(job.attempt, 1)), "launcher"
     for name, value in extra_env.items():
         env[name], env_sources[name] = value, "launcher (cpu_fallback)"
     prepend = {"PYTHONPATH": INJECTION_DIR} if config.session_injection is Injection.AUTO else {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import IO, List, Mapping, Optional
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional
 
 from .agent.agent import Agent, AgentOutcome, RankState
 from .console import Console
@@ -52,6 +52,48 @@ def prepare_job_dir(plan: LaunchPlan, inherited: Mapping[str, str]) -> None:
         write_private(plan.rank_table_path, render_rank_table(plan.rank_table))
 
 
+def write_summary(directory: str, summary: Dict[str, Any]) -> None:
+    """summary.json, and failure.json when there is a root cause."""
+    write_private(os.path.join(directory, SUMMARY_FILENAME), json.dumps(summary, indent=2) + "\n")
+    if summary["root_cause"] is not None:
+        write_private(os.path.join(directory, FAILURE_FILENAME), json.dumps(summary["root_cause"], indent=2) + "\n")
+
+
+def should_restart(report: JobReport, attempt: int, max_restarts: int) -> bool:
+    """Only a failure whose root cause is retryable (never a configuration error or a kernel
+    fault, never a stop by signal), and only while attempts remain."""
+    root = report.summary["root_cause"]
+    return (report.exit_code == 1 and root is not None and bool(root.get("retryable"))
+            and attempt <= max_restarts)
+
+
+def run_with_restarts(plan_for: Callable[[int], LaunchPlan], console: Console, max_restarts: int,
+                      inherited: Optional[Mapping[str, str]] = None) -> JobReport:
+    """Run the job, and run it again (a fresh plan: new ports, a new attempt directory) after a
+    retryable failure, at most ``max_restarts`` times. The job directory's summary.json is the
+    last attempt's, with every attempt listed."""
+    attempts: List[Dict[str, Any]] = []
+    attempt = 1
+    while True:
+        plan = plan_for(attempt)
+        report = LocalSupervisor(plan, console, inherited).run()
+        root = report.summary["root_cause"]
+        attempts.append({"attempt": attempt, "dir": plan.attempt_dir, "status": report.summary["job"]["status"],
+                         "exit_code": report.exit_code, "root_cause": None if root is None else {
+                             k: root[k] for k in ("rank", "cls", "code", "retryable")}})
+        if not should_restart(report, attempt, max_restarts):
+            break
+        console.message(f"the failure is retryable ({root['code'] or root['cls']}): restarting the job, attempt "
+                        f"{attempt + 1} of {max_restarts + 1}")
+        attempt += 1
+    summary = dict(report.summary, attempts=attempts)
+    write_summary(plan.job_dir, summary)
+    if len(attempts) > 1:
+        console.message("attempts: " + "; ".join(f"{a['attempt']}: {a['status']}" + (
+            f" ({a['root_cause']['code'] or a['root_cause']['cls']})" if a["root_cause"] else "") for a in attempts))
+    return JobReport(summary, report.exit_code, report.text)
+
+
 class LocalSupervisor:
     """Runs a plan whose ranks are all on this host."""
 
@@ -64,24 +106,29 @@ class LocalSupervisor:
         self._kept: List[Event] = []  # what the root cause is decided from
 
     def run(self) -> JobReport:
-        prepare_job_dir(self.plan, self.inherited)
+        """Run one attempt of the job (the only one unless it is restarted)."""
+        if self.plan.attempt <= 1:
+            prepare_job_dir(self.plan, self.inherited)
+        if self.plan.attempt:
+            os.mkdir(self.plan.attempt_dir, 0o700)
+            write_private(os.path.join(self.plan.attempt_dir, PLAN_FILENAME),
+                          render_plan_json(self.plan, {host: self.inherited for host in self.plan.hosts}))
+        out = self.plan.attempt_dir
         start = time.time()
-        fd = os.open(os.path.join(self.plan.job_dir, EVENTS_FILENAME), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(os.path.join(out, EVENTS_FILENAME), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8", buffering=1) as events:
             self._events = events
             self._agent = Agent(self.plan.host_plan(0), self._on_event, self.console.rank_output,
                                 base_env=self.inherited)
-            self.console.message(f"job {self.plan.job_id}: starting {self.plan.world_size} ranks, "
-                                 f"logs in {self.plan.job_dir}")
+            attempt = f" (attempt {self.plan.attempt} of {self.plan.max_restarts + 1})" if self.plan.attempt else ""
+            self.console.message(f"job {self.plan.job_id}{attempt}: starting {self.plan.world_size} ranks, "
+                                 f"logs in {out}")
             outcome: AgentOutcome = self._agent.run()
             report = build_report(self.plan, outcome, start, time.time(), self._kept)
             self._record(Event(EventKind.JOB_FINISHED, self.plan.job_id, self.plan.hosts[0], None,
                                {"status": report.summary["job"]["status"], "exit_code": report.exit_code,
                                 "root_cause_rank": report.summary["job"]["root_cause_rank"]}))
-        write_private(os.path.join(self.plan.job_dir, SUMMARY_FILENAME), json.dumps(report.summary, indent=2) + "\n")
-        if report.summary["root_cause"] is not None:
-            write_private(os.path.join(self.plan.job_dir, FAILURE_FILENAME),
-                          json.dumps(report.summary["root_cause"], indent=2) + "\n")
+        write_summary(out, report.summary)
         self.console.report(report.text)
         return report
 

@@ -68,6 +68,12 @@ def act(action):
         hang()
     elif name == "say":  # print the argument (dashes for spaces), then go on
         print(arg.replace("-", " "), flush=True)
+    elif name == "connect_fails_until":  # EI0006 (retryable) and exit 1 on attempts before ARG
+        attempt = int(os.environ.get("NPULAUNCH_ATTEMPT", "1"))
+        if attempt < int(arg):
+            print("[ERROR] HCCL(1,python3): EI0006: Getting socket times out. Reason: peer not ready", flush=True)
+            sys.exit(1)
+        print("connected on attempt %d" % attempt)
     elif name == "env":
         print(json.dumps(dict(os.environ)))
     elif name == "usr1":
