@@ -25,6 +25,7 @@ class EventKind(str, Enum):
     STRAYS_KILLED = "strays_killed"
     SIGNATURE_MATCHED = "signature_matched"
     HANG_DETECTED = "hang_detected"
+    STACKS_DUMPED = "stacks_dumped"
     JOB_FINISHED = "job_finished"
 
 

@@ -64,6 +64,7 @@ class LaunchPlan:
     hang_startup_s: float = 0.0  # the hang watchdog's limits (0 = not watched)
     hang_steady_s: float = 0.0
     patterns: Tuple[Dict[str, Any], ...] = ()  # the job's own error signatures
+    progress_regex: str = ""  # lines that count as progress (default: any line)
     attempt: int = 0  # 0: the job is not restarted; else the attempt number, 1 first
     max_restarts: int = 0
 
@@ -78,7 +79,8 @@ class LaunchPlan:
                         node_rank=node_rank, job_dir=self.job_dir, grace_period_s=self.grace_period_s,
                         forward_signals=self.forward_signals,
                         ranks=tuple(r for r in self.ranks if r.node_rank == node_rank),
-                        patterns=self.patterns, hang_startup_s=self.hang_startup_s, hang_steady_s=self.hang_steady_s)
+                        patterns=self.patterns, hang_startup_s=self.hang_startup_s, hang_steady_s=self.hang_steady_s,
+                        progress_regex=self.progress_regex)
 
     def is_local_only(self, local_names: Sequence[str] = LOCAL_HOST_NAMES) -> bool:
         return all(host in local_names for host in self.hosts)
@@ -151,6 +153,7 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
                       console=config.job.console, forward_signals=config.job.forward_signals,
                       sources=sources, notes=tuple(notes), warnings=tuple(warnings), hang_startup_s=startup_s,
                       hang_steady_s=steady_s, patterns=tuple(config.monitor.get("patterns", ())), attempt=attempt,
+                      progress_regex=config.monitor.get("progress_regex") or "",
                       max_restarts=config.job.max_restarts)
 
 

@@ -84,7 +84,7 @@ def parse_session_options(check: Checker, value: Any) -> Dict[str, Any]:
     return options
 
 
-MONITOR_KEYS = ("hang_timeout_s", "startup_timeout_s", "patterns")
+MONITOR_KEYS = ("hang_timeout_s", "startup_timeout_s", "patterns", "progress_regex")
 PATTERN_KEYS = ("name", "pattern", "class", "kind", "retryable", "hint", "code")
 
 
@@ -96,6 +96,12 @@ def parse_monitor(check: Checker, value: Any) -> Dict[str, Any]:
     for key in ("hang_timeout_s", "startup_timeout_s"):
         if key in section:
             result[key] = check.number(section[key], ("monitor", key), 0, 30 * 24 * 3600)
+    if "progress_regex" in section:
+        text = check.string(section["progress_regex"], ("monitor", "progress_regex"), "a regular expression")
+        try:
+            result["progress_regex"] = re.compile(text).pattern if text else None
+        except re.error as exc:
+            check.add(("monitor", "progress_regex"), describe(text), "a valid regular expression", str(exc))
     patterns = section.get("patterns", [])
     if not isinstance(patterns, list):
         check.add(("monitor", "patterns"), describe(patterns), "a list of {name, pattern, ...} entries")

@@ -23,6 +23,10 @@ OPTIONS_VAR = "NPULAUNCH_SESSION_OPTIONS"
 PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"  # "script" (default) or "yaml"
 RANK_DIR_VAR = "NPULAUNCH_RANK_DIR"
 EFFECTIVE_FILE = "session_options.json"
+HEARTBEAT_FILE = "heartbeat"  # touched by heartbeat(): progress for npulaunch's hang watchdog
+STACK_SIGNAL_FILE = "stack-dump.signal"  # "<pid> <signal>": how npulaunch asks this rank for its stacks
+STACK_DUMP_SIGNAL = 40  # a real-time signal (SIGRTMIN+6 on Linux): no library uses it, and it is sent
+#                         only to processes that registered a handler for it here
 OPTIMIZER = "NpuOptimizer"
 
 # The options CANN requires on the separate session that runs npu_ops.initialize_system(), when
@@ -155,6 +159,7 @@ def npu_config(base: Any = None, prefer: Optional[str] = None) -> Any:
     prefer = prefer or os.environ.get(PRECEDENCE_VAR, "script")
     conflicts = apply_options(config, options(), prefer)
     record(config, "npu_config", conflicts)
+    register_stack_dump()
     return config
 
 
@@ -186,3 +191,38 @@ def initialize_system() -> Any:
         sess.close()
 
     return shutdown
+
+
+def heartbeat() -> None:
+    """Tell npulaunch this rank made progress (call it once per step; it touches a file)."""
+    rank_dir = os.environ.get(RANK_DIR_VAR)
+    if rank_dir and os.path.isdir(rank_dir):
+        path = os.path.join(rank_dir, HEARTBEAT_FILE)
+        with open(path, "a"):
+            os.utime(path, None)
+
+
+_stack_file = None  # kept open: faulthandler writes to its descriptor from a signal handler
+
+
+def register_stack_dump() -> bool:
+    """Let npulaunch ask for this process's Python stacks (written to rank-N/stacks-<pid>.txt)
+    before it stops a hung job. Returns False outside npulaunch or where it is not possible."""
+    global _stack_file
+    rank_dir = os.environ.get(RANK_DIR_VAR)
+    if _stack_file is not None or not rank_dir or not os.path.isdir(rank_dir) or not hasattr(os, "getpid"):
+        return _stack_file is not None
+    import faulthandler
+    import signal
+
+    if STACK_DUMP_SIGNAL >= getattr(signal, "NSIG", 65):
+        return False
+    try:  # the rank's first Python process claims it; its Python children do not
+        marker = os.open(os.path.join(rank_dir, STACK_SIGNAL_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    _stack_file = open(os.path.join(rank_dir, "stacks-%d.txt" % os.getpid()), "w")
+    faulthandler.register(STACK_DUMP_SIGNAL, file=_stack_file, all_threads=True, chain=False)
+    os.write(marker, ("%d %d\n" % (os.getpid(), STACK_DUMP_SIGNAL)).encode())
+    os.close(marker)
+    return True

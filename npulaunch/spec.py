@@ -67,6 +67,7 @@ class HostPlan:
     patterns: Tuple[Dict[str, Any], ...] = ()  # the job's own signatures (monitor.patterns)
     hang_startup_s: float = 0.0  # launch -> first line; 0 = not watched
     hang_steady_s: float = 0.0  # between lines once started; 0 = not watched
+    progress_regex: str = ""  # when set, only lines matching it (and heartbeats) count as progress
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)

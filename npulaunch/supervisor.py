@@ -153,6 +153,8 @@ class LocalSupervisor:
             scope = "every rank" if data["whole_job"] else ranks_word(data["ranks"])
             self.console.message(f"hang: {scope} printed nothing for more than {data['limit_s']:g} s "
                                  f"({data['phase']}); stopping the job")
+            for path in self._agent.dump_stacks(data["ranks"]):
+                self.console.message(f"stack dump: {path}")
             self._agent.stop("hang detected")
             return
         failed = kind is EventKind.RANK_SPAWN_FAILED or (

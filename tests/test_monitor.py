@@ -201,3 +201,42 @@ def test_a_non_retryable_failure_is_not_restarted(log_dir: Path, marker: str) ->
     assert result.returncode == 1
     summary = json.loads((log_dir / "m" / "summary.json").read_text())
     assert len(summary["attempts"]) == 1 and summary["root_cause"]["code"] == "EZ9999"
+
+
+def test_a_heartbeat_is_progress_for_a_silent_rank(log_dir: Path, marker: str) -> None:
+    result = run(log_dir, marker, "--hang-timeout", "1", "--", sys.executable, str(RANKS / "rank.py"),
+                 "*=beat:2.5", nproc=2)
+    assert result.returncode == 0, result.stderr
+    assert "hang" not in result.stderr
+
+
+def write_config(tmp_path: Path, log_dir: Path, rank_args: str, monitor: str, extra: str = "") -> Path:
+    config = tmp_path / "job.yaml"
+    config.write_text(f"""job:
+  command: [{sys.executable}, {RANKS / 'rank.py'}, {rank_args}]
+  log_dir: {log_dir}
+  grace_period_s: 1
+hosts: [{{host: localhost, devices: 2}}]
+monitor: {monitor}
+{extra}""")
+    return config
+
+
+def test_with_a_progress_regex_other_lines_are_not_progress(tmp_path: Path, log_dir: Path, marker: str) -> None:
+    config = write_config(tmp_path, log_dir, '"*=noise"',
+                          '{hang_timeout_s: 1, startup_timeout_s: 1, progress_regex: "step \\\\d+"}')
+    result = run_cli("run", str(config), "--job-id", "m", env={"NPLTEST_MARKER": marker})
+    assert result.returncode == 1
+    assert json.loads((log_dir / "m" / "failure.json").read_text())["cls"] == "hang"
+
+
+def test_a_hung_rank_leaves_its_python_stacks(tmp_path: Path, log_dir: Path, marker: str) -> None:
+    config = write_config(tmp_path, log_dir, '"0=silent", "*=tick"', "{hang_timeout_s: 1}",
+                          "session_injection: auto\nsession_options: {hcom_parallel: true}\n")
+    result = run_cli("run", str(config), "--job-id", "m", env={"NPLTEST_MARKER": marker})
+    assert result.returncode == 1
+    stacks = list((log_dir / "m" / "rank-0").glob("stacks-*.txt"))
+    assert len(stacks) == 1, result.stderr
+    text = stacks[0].read_text()
+    assert "Current thread" in text and "in hang" in text  # faulthandler's dump of the rank's main thread
+    assert f"stack dump: {stacks[0]}" in result.stderr

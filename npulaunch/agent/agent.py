@@ -10,6 +10,7 @@ whole: fail-fast is the supervisor's policy. Standard library only, Python 3.7+;
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -18,6 +19,7 @@ from enum import Enum
 from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from ..events import Event, EventKind
+from ..session import STACK_SIGNAL_FILE
 from ..spec import HostPlan, RankSpec
 from . import procs
 from .guard import Guard
@@ -31,6 +33,16 @@ SPAWN_FAILED_EXIT_CODE = 127
 
 OutputSink = Callable[[RankSpec, str, List[Line]], None]
 EventSink = Callable[[Event], None]
+
+
+def _stack_signal(rank_dir: str) -> Tuple[int, int]:
+    """``(pid, signal)`` a rank registered for stack dumps (session.register_stack_dump), or zeros."""
+    try:
+        with open(os.path.join(rank_dir, STACK_SIGNAL_FILE)) as handle:
+            pid, signum = (int(word) for word in handle.read().split()[:2])
+        return pid, signum
+    except (OSError, ValueError):
+        return 0, 0
 
 
 class RankState(str, Enum):
@@ -134,6 +146,30 @@ class Agent:
         alive = [r.spec.rank for r in self.ranks if r.state is RankState.RUNNING]
         self._emit(EventKind.KILL_ESCALATED, reason=reason, ranks=alive)
         self._signal_everything(signal.SIGKILL)
+
+    def dump_stacks(self, ranks: List[int], wait_s: float = 0.3) -> List[str]:
+        """Ask hung ranks for their Python stacks before they are stopped: through the signal the
+        rank-side helper registered (faulthandler), else ``py-spy dump`` when installed. Returns
+        the files written."""
+        written = []
+        table = procs.snapshot()
+        for proc in self.ranks:
+            if proc.spec.rank not in ranks or proc.state is not RankState.RUNNING or proc.pid is None:
+                continue
+            pid, signum = _stack_signal(proc.spec.rank_dir)
+            if pid and table.get(pid) is not None and table[pid].pgid == proc.pid:
+                procs.kill_pids([pid], signum)
+                written.append(os.path.join(proc.spec.rank_dir, "stacks-%d.txt" % pid))
+            elif shutil.which("py-spy"):
+                path = os.path.join(proc.spec.rank_dir, "stacks-py-spy.txt")
+                with open(path, "w") as out:
+                    subprocess.run(["py-spy", "dump", "--pid", str(proc.pid)], stdout=out,
+                                   stderr=subprocess.STDOUT, timeout=20, check=False)
+                written.append(path)
+        if written:
+            time.sleep(wait_s)  # faulthandler writes from its signal handler: give it a moment
+            self._emit(EventKind.STACKS_DUMPED, files=written)
+        return written
 
     def forward(self, signum: int) -> None:
         for proc in self.ranks:

@@ -8,10 +8,12 @@ from __future__ import annotations
 import collections
 import glob
 import os
+import re
 import time
 from typing import Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from ..events import EventKind
+from ..session import HEARTBEAT_FILE
 from ..signatures import (
     SIGNATURES,
     Matcher,
@@ -42,6 +44,9 @@ class Monitor:
         self._plog_tails: Dict[str, Tuple[int, FileTail]] = {}
         self._next_scan = 0.0
         self.hung = False
+        self._progress_re = re.compile(plan.progress_regex) if plan.progress_regex else None
+        self._heartbeats = {spec.rank: os.path.join(spec.rank_dir, HEARTBEAT_FILE) for spec in plan.ranks}
+        self._beats: Dict[int, float] = {}
 
     # -- fed by the agent ----------------------------------------------------------------------
 
@@ -54,7 +59,8 @@ class Monitor:
     def lines(self, rank: int, stream: str, lines: List[Line]) -> None:
         """A batch of a rank's output: progress, and the signatures it carries."""
         seen = self.progress.get(rank)
-        if seen is not None and lines:
+        if seen is not None and lines and (
+                self._progress_re is None or any(self._progress_re.search(line) for line in lines)):
             seen.saw(self._clock())
         self._match(rank, stream, [line.rstrip("\r") for line in lines], plog=False)
 
@@ -71,6 +77,7 @@ class Monitor:
             self._next_scan = now + PLOG_SCAN_INTERVAL_S
             self._scan_plogs()
         self._read_plogs()
+        self._read_heartbeats()
         if not self.hung:
             hangs = find_hangs(self.progress, now, self._limits)
             if hangs:
@@ -84,6 +91,16 @@ class Monitor:
         self._plog_tails.clear()
 
     # -- internals -----------------------------------------------------------------------------------
+
+    def _read_heartbeats(self) -> None:
+        for rank, seen in self.progress.items():
+            try:
+                beat = os.stat(self._heartbeats[rank]).st_mtime
+            except OSError:
+                continue
+            if beat != self._beats.get(rank):
+                self._beats[rank] = beat
+                seen.saw(self._clock())
 
     def _scan_plogs(self) -> None:
         for rank, directory in self._plog_dirs.items():

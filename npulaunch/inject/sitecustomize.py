@@ -106,3 +106,5 @@ def _at_exit():
 _run_user_sitecustomize()
 sys.meta_path.insert(0, _Finder())
 atexit.register(_at_exit)
+if os.environ.get("NPULAUNCH_RANK_DIR"):  # let npulaunch ask a hung rank for its Python stacks
+    _session_helper().register_stack_dump()

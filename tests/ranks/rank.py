@@ -74,6 +74,16 @@ def act(action):
             print("[ERROR] HCCL(1,python3): EI0006: Getting socket times out. Reason: peer not ready", flush=True)
             sys.exit(1)
         print("connected on attempt %d" % attempt)
+    elif name == "beat":  # silent, but a heartbeat every 0.2 s for ARG seconds, then exit 0
+        from npulaunch import session
+        deadline = time.monotonic() + float(arg)
+        while time.monotonic() < deadline:
+            session.heartbeat()
+            time.sleep(0.2)
+    elif name == "noise":  # lines that are not progress ("step" lines are)
+        while True:
+            print("still compiling...", flush=True)
+            time.sleep(0.1)
     elif name == "env":
         print(json.dumps(dict(os.environ)))
     elif name == "usr1":
