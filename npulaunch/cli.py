@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="start the job and watch it until it ends",
                               description="Start every rank, watch them, stop all on the first failure.")
     _add_job_flags(run)
+    run.add_argument("--ranks", metavar="IDS", help="show only these ranks' output, e.g. 0,3 (all go to files)")
+    run.add_argument("--no-live", action="store_true", help="no live status view, even on a terminal")
     plan = commands.add_parser("plan", help="show what would run: ranks, devices, environment",
                                description="Print the launch plan without starting anything.")
     _add_job_flags(plan)
@@ -79,14 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _parse_devices(text: str) -> Tuple[int, ...]:
+def _parse_devices(text: str, flag: str = "--devices", limit: int = 63) -> Tuple[int, ...]:
     try:
         ids = tuple(int(part) for part in text.split(",") if part.strip() != "")
     except ValueError:
         ids = ()
-    if not ids or len(set(ids)) != len(ids) or any(i < 0 or i > 63 for i in ids):
-        raise ConfigError([ConfigProblem("command line", None, "--devices", repr(text),
-                                         "distinct device ids 0-63 separated by commas, e.g. 0,1,2,3")])
+    if not ids or len(set(ids)) != len(ids) or any(i < 0 or i > limit for i in ids):
+        raise ConfigError([ConfigProblem("command line", None, flag, repr(text),
+                                         f"distinct {'device ' if flag == '--devices' else ''}ids 0-{limit} "
+                                         "separated by commas, e.g. 0,1,2,3")])
     return ids
 
 
@@ -193,8 +196,19 @@ def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
+def _console(plan: Any, ranks: Optional[set], live: bool) -> Any:
+    """The live view on a terminal (rich is imported only then), plain prefixed lines elsewhere."""
+    from .config import ConsoleMode
     from .console import Console
+
+    if live and plan.console is not ConsoleMode.NONE and sys.stdout.isatty():
+        from .liveview import LiveConsole
+
+        return LiveConsole(plan, plan.console, ranks)
+    return Console(plan.console, ranks=ranks)
+
+
+def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from .preflight import check_local
     from .supervisor import run_with_restarts
 
@@ -204,7 +218,8 @@ def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
         raise UsageError("this plan has remote hosts (" + ", ".join(plan.hosts) + "); launching over SSH is "
                          "not available yet: use 'npulaunch plan' or 'npulaunch check' on it")
     check_local(plan, os.environ)
-    console = Console(plan.console)
+    shown = set(_parse_devices(args.ranks, "--ranks", 100000)) if args.ranks else None
+    console = _console(plan, shown, live=not args.no_live)
     for note in plan.notes:
         console.message(f"note: {note}")
     for warning in plan.warnings:

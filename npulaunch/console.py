@@ -7,17 +7,19 @@ byte). A closed or broken terminal turns console output off instead of stopping 
 from __future__ import annotations
 
 import sys
-from typing import BinaryIO, List, Optional
+from typing import BinaryIO, List, Optional, Set
 
 from .agent.tail import Line, is_progress
 from .config import ConsoleMode
+from .events import Event
 from .spec import RankSpec
 
 
 class Console:
     def __init__(self, mode: ConsoleMode = ConsoleMode.ALL, out: Optional[BinaryIO] = None,
-                 err: Optional[BinaryIO] = None, show_host: bool = False) -> None:
+                 err: Optional[BinaryIO] = None, show_host: bool = False, ranks: Optional[Set[int]] = None) -> None:
         self.mode = mode
+        self.ranks = ranks  # --ranks: only these ranks' output on the terminal (files get every rank)
         self._out = out if out is not None else sys.stdout.buffer
         self._err = err if err is not None else sys.stderr.buffer
         self._show_host = show_host
@@ -27,9 +29,17 @@ class Console:
         label = f"{spec.host} {spec.label}" if self._show_host else spec.label
         return f"[{label}] ".encode()
 
+    def shows(self, spec: RankSpec) -> bool:
+        if self.mode is ConsoleMode.NONE or (self.mode is ConsoleMode.RANK0 and spec.rank != 0):
+            return False
+        return self.ranks is None or spec.rank in self.ranks
+
+    def event(self, event: Event) -> None:
+        """Events, for consoles that show state (the live view); the plain console ignores them."""
+
     def rank_output(self, spec: RankSpec, stream: str, lines: List[Line]) -> None:
         """Show one batch of a rank's lines; runs of progress updates (``\\r``) collapse to the last."""
-        if self._broken or self.mode is ConsoleMode.NONE or (self.mode is ConsoleMode.RANK0 and spec.rank != 0):
+        if self._broken or not self.shows(spec):
             return
         prefix = self.prefix(spec).decode()
         if any(is_progress(line) for line in lines):

@@ -139,6 +139,7 @@ class LocalSupervisor:
     def _on_event(self, event: Event) -> None:
         """Record every event; apply fail-fast; tell the user what npulaunch is doing."""
         self._record(event)
+        self.console.event(event)
         assert self._agent is not None
         kind, data = event.kind, event.data
         if kind in KEPT_FOR_REPORT:
