@@ -131,9 +131,9 @@ def render_report(summary: Dict[str, Any]) -> str:
         if root["cls"] not in ("exit", "signal", "hang"):
             detail = f": {root['first_line']}" if root["first_line"] else ""
             lines.append(f"  error: {root['code'] or root['cls']} ({root['cls']}){detail}")
-            if root["excerpt"][:-1]:
-                lines.append("  before it:")
-                lines.extend("    | " + text for text in root["excerpt"][:-1])
+            if len(root["excerpt"]) > 1:
+                lines.append("  excerpt:")
+                lines.extend("    | " + text for text in root["excerpt"])
         lines.append(f"  why this rank: {root['why']}")
         lines.append(f"  hint: {root['hint']}" + (" (a restart may help)" if root["retryable"] else ""))
         if root["last_lines"]:

@@ -88,7 +88,8 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
                          f"{_clock_text(result.end_time)})", _others(results, first, rank))
     data = event.data
     return RootCause(rank, result.host, result.device_id, data["cls"], data.get("code") or data["signature"],
-                     data["line_time"], data["line_time_source"], data["line"], data.get("context", []) + [data["line"]],
+                     data["line_time"], data["line_time_source"], data["line"],
+                     data.get("context", []) + [data["line"]] + data.get("after", []),
                      data["hint"], bool(data.get("retryable")),
                      why + f" (rank {rank}: {data.get('code') or data['signature']} at "
                      f"{_clock_text(data['line_time'])}, {data['line_time_source']}, in {data['source']})",

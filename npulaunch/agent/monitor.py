@@ -120,15 +120,17 @@ class Monitor:
             if (rank, signature.name) not in self._reported:
                 self._reported.add((rank, signature.name))
                 before = (list(context) + texts[:index])[-CONTEXT_LINES:]
-                self._report(rank, stream, texts[index], signature, [t[:500] for t in before], plog)
+                after = texts[index + 1:index + 1 + CONTEXT_LINES]  # what arrived with it (a traceback's end)
+                self._report(rank, stream, texts[index], signature, [t[:500] for t in before],
+                             [t[:500] for t in after], plog)
         context.extend(t[:500] for t in texts[-CONTEXT_LINES:])
 
     def _report(self, rank: int, stream: str, text: str, signature: Signature, before: List[str],
-                plog: bool) -> None:
+                after: List[str], plog: bool) -> None:
         stamped = parse_plog_time(text)
         self._emit(EventKind.SIGNATURE_MATCHED, rank, signature=signature.name, code=signature.code,
                    cls=signature.cls, signature_kind=signature.kind, retryable=signature.retryable,
-                   fatal=signature.fatal, hint=signature.hint, line=text[:500], context=before,
+                   fatal=signature.fatal, hint=signature.hint, line=text[:500], context=before, after=after,
                    source="plog" if plog else stream, stream=stream,
                    line_time=stamped if stamped is not None else time.time(),
                    line_time_source="plog timestamp" if stamped is not None else "read time")
