@@ -118,7 +118,16 @@ class Agent:
         self._guard: Optional[Guard] = None
         self._preexisting: Set[int] = set()
         self.monitor = Monitor(plan, self._emit, clock)
+        self._watched: Dict[int, Callable[[], None]] = {}  # fd -> called when readable (a controller's commands)
         self._forward = tuple(getattr(signal, name) for name in plan.forward_signals)
+        self.tick: Optional[Callable[[], None]] = None  # called once per loop turn (the remote agent's checks)
+
+    def watch(self, fd: int, on_readable: Callable[[], None]) -> None:
+        """Wake the loop when ``fd`` is readable and call ``on_readable`` (the remote agent's stdin)."""
+        self._watched[fd] = on_readable
+
+    def unwatch(self, fd: int) -> None:
+        self._watched.pop(fd, None)
 
     # -- reporting -------------------------------------------------------------------------
 
@@ -234,9 +243,12 @@ class Agent:
         watch = self.monitor.timeout_s()
         if watch is not None:
             timeout = min(timeout, watch)
-        self._inbox.wait(timeout)
+        for fd in self._inbox.wait(timeout, list(self._watched)):
+            self._watched[fd]()
         for signum in self._inbox.take():
             self._on_signal(signum)
+        if self.tick is not None:
+            self.tick()
         if not self._stopping:
             self.monitor.poll()
         if self._kill_deadline is not None and not self._killed and self._clock() >= self._kill_deadline:

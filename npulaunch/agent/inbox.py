@@ -31,15 +31,18 @@ class SignalInbox:
         if signum != signal.SIGCHLD:
             self._pending.append(signum)
 
-    def wait(self, timeout_s: float) -> None:
-        """Sleep until a signal arrives or ``timeout_s`` passes."""
+    def wait(self, timeout_s: float, fds: Sequence[int] = ()) -> List[int]:
+        """Sleep until a signal arrives, one of ``fds`` is readable, or ``timeout_s`` passes;
+        return the readable ``fds``."""
+        ready: List[int] = []
         if not self._pending:
-            select.select([self._read_fd], [], [], max(0.0, timeout_s))
+            ready = select.select([self._read_fd, *fds], [], [], max(0.0, timeout_s))[0]
         try:
             while os.read(self._read_fd, 4096):
                 pass
         except BlockingIOError:
             pass
+        return [fd for fd in ready if fd != self._read_fd]
 
     def take(self) -> List[int]:
         """Signals received since the last call, oldest first (SIGCHLD is not listed)."""
