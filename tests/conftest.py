@@ -115,3 +115,17 @@ def marker(request) -> str:
 
 def job_dirs(log_root: Path) -> Sequence[Path]:
     return sorted(p for p in log_root.iterdir() if p.is_dir()) if log_root.exists() else []
+
+
+@pytest.fixture(scope="session")
+def netns_hosts(tmp_path_factory):
+    """Three SSH test hosts (h1-h3), each a network namespace with its own hostname and sshd."""
+    from netns_hosts import NetnsHosts, available
+
+    missing = available()
+    require(not missing, f"what the SSH test hosts need: {missing}")
+    hosts = NetnsHosts(tmp_path_factory.mktemp("netns") / "hosts", 3)
+    try:
+        yield hosts.up()
+    finally:
+        hosts.down()

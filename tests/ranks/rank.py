@@ -84,6 +84,9 @@ def act(action):
         while True:
             print("still compiling...", flush=True)
             time.sleep(0.1)
+    elif name == "hostname":
+        import socket
+        print("host " + socket.gethostname(), flush=True)
     elif name == "env":
         print(json.dumps(dict(os.environ)))
     elif name == "usr1":

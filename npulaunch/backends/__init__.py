@@ -1,0 +1,1 @@
+"""Backends: how the launcher reaches the agents of hosts other than its own (SSH today)."""

@@ -1,0 +1,138 @@
+"""One host's agent over SSH: connect (host keys checked against known_hosts unless accepting
+unknown hosts was asked for), ship the agent zip application into a private temporary directory
+(mkdtemp-style, 0700, removed when the agent exits), start it without a pty, and exchange JSON
+lines with it. Fabric (paramiko) is imported only here, only when a job has remote hosts.
+
+The remote command is the only shell string npulaunch builds: every piece goes through
+shlex.quote. What the ranks run travels inside the JSON plan, never on a command line.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import shlex
+import threading
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+import paramiko
+from fabric import Connection
+
+from ..errors import NpulaunchError
+
+CONNECT_TIMEOUT_S = 10.0
+
+
+class BackendError(NpulaunchError):
+    """A host could not be reached, authenticated or prepared."""
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    host: str  # a name, an address, or an alias of the user's ~/.ssh/config
+    user: Optional[str] = None
+    port: Optional[int] = None
+    identity_file: Optional[str] = None
+    known_hosts: Optional[str] = None  # default: the user's ~/.ssh/known_hosts
+    ssh_config: Optional[str] = None  # default: ~/.ssh/config
+    accept_unknown_hosts: bool = False
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
+
+
+def connect(target: SshTarget) -> Connection:
+    """An authenticated connection, or BackendError saying what failed."""
+    from fabric import Config
+
+    overrides: Dict[str, Any] = {"load_ssh_configs": True}
+    if target.ssh_config:
+        overrides["ssh_config_path"] = target.ssh_config
+    config = Config(overrides=overrides)
+    kwargs: Dict[str, Any] = {"look_for_keys": target.identity_file is None, "allow_agent": True}
+    if target.identity_file:
+        kwargs["key_filename"] = target.identity_file
+    connection = Connection(target.host, user=target.user, port=target.port, config=config,
+                            connect_timeout=target.connect_timeout_s, connect_kwargs=kwargs)
+    client = connection.client
+    client.load_system_host_keys()
+    if target.known_hosts:
+        client.load_host_keys(target.known_hosts)
+    client.set_missing_host_key_policy(paramiko.AutoAddPolicy() if target.accept_unknown_hosts
+                                       else paramiko.RejectPolicy())
+    try:
+        connection.open()
+    except paramiko.SSHException as exc:
+        if "not found in known_hosts" in str(exc) or "Server" in str(exc) and "not found" in str(exc):
+            raise BackendError(f"{target.host}: host key not known ({exc}); add it to known_hosts, or set "
+                               "ssh.accept_unknown_hosts: true to trust it") from None
+        raise BackendError(f"{target.host}: SSH failed: {exc}") from None
+    except OSError as exc:
+        raise BackendError(f"{target.host}: cannot connect: {exc.strerror or exc}") from None
+    return connection
+
+
+class AgentChannel:
+    """The launcher's end of one remote agent: messages in a queue, commands out."""
+
+    def __init__(self, connection: Connection, host: str, messages: "queue.Queue[tuple]") -> None:
+        self.connection, self.host, self._messages = connection, host, messages
+        self._channel: Optional[paramiko.Channel] = None
+        self._reader: Optional[threading.Thread] = None
+        self.remote_dir = ""
+
+    def start(self, agent_zip: str, first: Dict[str, Any], python: str = "python3") -> None:
+        """Ship the agent into a private temporary directory and start it with its plan."""
+        # in_stream=False: Fabric would otherwise forward (and may close) the launcher's own stdin
+        made = self.connection.run("umask 077 && mktemp -d /tmp/npulaunch-agent.XXXXXXXX", hide=True, warn=True,
+                                   in_stream=False)
+        if made.exited != 0:
+            raise BackendError(f"{self.host}: cannot create a temporary directory: {made.stderr.strip()}")
+        self.remote_dir = made.stdout.strip()
+        self.connection.put(agent_zip, f"{self.remote_dir}/agent.pyz")
+        here = shlex.quote(self.remote_dir)
+        command = (f"cd {here} && {shlex.quote(python)} -I -S agent.pyz; status=$?; "
+                   f"cd / && rm -rf {here}; exit $status")
+        transport = self.connection.client.get_transport()
+        assert transport is not None
+        channel = transport.open_session()
+        channel.exec_command(command)  # no pty: the agent itself watches its stdin
+        self._channel = channel
+        self._reader = threading.Thread(target=self._read, name=f"agent-{self.host}", daemon=True)
+        self._reader.start()
+        self.send(first)
+
+    def send(self, message: Dict[str, Any]) -> bool:
+        """Send one message; False when the channel is gone."""
+        if self._channel is None or self._channel.closed:
+            return False
+        try:
+            self._channel.sendall(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+            return True
+        except (OSError, paramiko.SSHException):
+            return False
+
+    def _read(self) -> None:
+        assert self._channel is not None
+        buffer = b""
+        while True:
+            data = self._channel.recv(65536)
+            if not data:
+                break
+            *lines, buffer = (buffer + data).split(b"\n")
+            for line in lines:
+                if line.strip():
+                    try:
+                        self._messages.put((self.host, json.loads(line)))
+                    except ValueError:
+                        pass
+        self._messages.put((self.host, {"type": "closed", "exit_status": self._channel.recv_exit_status()}))
+
+    def close_input(self) -> None:
+        """End the agent's stdin, as a dying launcher would."""
+        if self._channel is not None:
+            self._channel.shutdown_write()
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+        self.connection.close()

@@ -1,0 +1,145 @@
+"""Test hosts on one machine: each host a network namespace on a private bridge (a test subnet that
+exists only inside this machine, no route out), its own hostname (a UTS namespace) and its own sshd
+(own host key, key-only root login). Writes the client key, known_hosts and an ssh_config.
+
+Needs root, iproute2, util-linux (unshare, nsenter) and openssh-server; .ci/run installs them.
+Processes share the machine's process table and filesystem with the test (``ip netns pids``
+tells which process is on which host).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List
+
+SSHD = "/usr/sbin/sshd"
+PREFIX = "10.79.0"  # the test subnet: bridge .1, hosts .11, .12, ...
+BRIDGE = "npltest0"
+
+
+def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=check)
+
+
+def available() -> str:
+    """Why these hosts cannot be made here ('' when they can)."""
+    if os.geteuid() != 0:
+        return "root"
+    for tool in ("ip", "unshare", "nsenter", "ssh-keygen"):
+        if shutil.which(tool) is None:
+            return tool
+    return "" if os.path.exists(SSHD) else "openssh-server (/usr/sbin/sshd)"
+
+
+@dataclass
+class TestHost:
+    name: str
+    address: str
+    directory: Path
+
+    @property
+    def pid(self) -> int:
+        try:
+            return int((self.directory / "sshd.pid").read_text())
+        except (OSError, ValueError):
+            return 0
+
+
+@dataclass
+class NetnsHosts:
+    root: Path
+    count: int
+    hosts: List[TestHost] = field(default_factory=list)
+
+    @property
+    def client_key(self) -> Path:
+        return self.root / "client_key"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.root / "known_hosts"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.root / "ssh_config"
+
+    def up(self) -> "NetnsHosts":
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "npulaunch-tests", "-f", str(self.client_key))
+        shutil.copy(self.root / "client_key.pub", self.root / "authorized_keys")
+        if run("ip", "link", "show", BRIDGE, check=False).returncode != 0:
+            run("ip", "link", "add", BRIDGE, "type", "bridge")
+        run("ip", "addr", "replace", f"{PREFIX}.1/24", "dev", BRIDGE)
+        run("ip", "link", "set", BRIDGE, "up")
+        etc_hosts = "127.0.0.1 localhost\n" + "".join(f"{PREFIX}.{10 + i} h{i}\n" for i in range(1, self.count + 1))
+        for i in range(1, self.count + 1):
+            self.hosts.append(self._host_up(f"h{i}", f"{PREFIX}.{10 + i}", etc_hosts))
+        known, config = [], []
+        for host in self.hosts:
+            key = (host.directory / "host_ed25519.pub").read_text().split()[:2]
+            known.append(f"{host.name},{host.address} {' '.join(key)}\n")
+            config.append(f"Host {host.name}\n  HostName {host.address}\n")
+        self.known_hosts.write_text("".join(known))
+        config.append(f"Host *\n  User root\n  IdentityFile {self.client_key}\n  IdentitiesOnly yes\n"
+                      f"  UserKnownHostsFile {self.known_hosts}\n  StrictHostKeyChecking yes\n  BatchMode yes\n")
+        self.ssh_config.write_text("".join(config))
+        return self
+
+    def _host_up(self, name: str, address: str, etc_hosts: str) -> TestHost:
+        directory = self.root / name
+        directory.mkdir(exist_ok=True)
+        run("ip", "netns", "add", name)
+        run("ip", "link", "add", f"veth-{name}", "type", "veth", "peer", "name", "eth0", "netns", name)
+        run("ip", "link", "set", f"veth-{name}", "master", BRIDGE, "up")
+        run("ip", "-n", name, "link", "set", "lo", "up")
+        run("ip", "-n", name, "addr", "add", f"{address}/24", "dev", "eth0")
+        run("ip", "-n", name, "link", "set", "eth0", "up")
+        Path(f"/etc/netns/{name}").mkdir(parents=True, exist_ok=True)
+        Path(f"/etc/netns/{name}/hosts").write_text(etc_hosts)
+        uts = directory / "uts"
+        uts.touch()
+        run("unshare", f"--uts={uts}", "hostname", name)
+        run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(directory / "host_ed25519"))
+        (directory / "sshd_config").write_text(
+            f"ListenAddress {address}:22\nHostKey {directory}/host_ed25519\nPidFile {directory}/sshd.pid\n"
+            f"AuthorizedKeysFile {self.root}/authorized_keys\nPermitRootLogin prohibit-password\n"
+            "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+            "StrictModes no\nUseDNS no\nPrintMotd no\nPrintLastLog no\nX11Forwarding no\nMaxStartups 200:30:400\n"
+            f"MaxSessions 200\nSubsystem sftp /usr/lib/openssh/sftp-server\nSetEnv PATH={os.environ['PATH']}\n")
+        run("ip", "netns", "exec", name, "nsenter", f"--uts={uts}", "--", SSHD, "-f", str(directory / "sshd_config"),
+            "-E", str(directory / "sshd.log"))
+        host = TestHost(name, address, directory)
+        deadline = time.monotonic() + 5
+        while not host.pid and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not host.pid:
+            raise RuntimeError(f"sshd for {name} did not start: {(directory / 'sshd.log').read_text()}")
+        return host
+
+    def down(self) -> None:
+        """Stop every sshd and every process left on the hosts; remove namespaces and the bridge."""
+        for host in self.hosts:
+            pids = run("ip", "netns", "pids", host.name, check=False).stdout.split()
+            for pid in [host.pid, *map(int, pids)]:
+                if pid:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            run("ip", "netns", "del", host.name, check=False)
+            run("umount", str(host.directory / "uts"), check=False)
+            shutil.rmtree(f"/etc/netns/{host.name}", ignore_errors=True)
+        run("ip", "link", "del", BRIDGE, check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def set_link(self, host: TestHost, up: bool) -> None:
+        """Cut (or restore) a host's network: its veth goes down."""
+        run("ip", "link", "set", f"veth-{host.name}", "up" if up else "down")

@@ -1,0 +1,102 @@
+"""The remote agent over real SSH (sshd in network namespaces): shipped, started without a pty,
+streaming events; host keys checked; ranks stopped when the connection closes or the network is
+cut."""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+from conftest import live_pids, wait_until
+from test_remote_agent import plan as host_plan
+
+
+def channel_for(netns_hosts, host, messages):
+    from npulaunch.backends.sshchannel import AgentChannel, SshTarget, connect
+
+    target = SshTarget(host.name, user="root", identity_file=str(netns_hosts.client_key),
+                       known_hosts=str(netns_hosts.known_hosts), ssh_config=str(netns_hosts.ssh_config))
+    return AgentChannel(connect(target), host.name, messages)
+
+
+def drain(messages: "queue.Queue", until, timeout_s: float = 20) -> List[Dict]:
+    got: List[Dict] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not until(got):
+        try:
+            got.append(messages.get(timeout=0.1)[1])
+        except queue.Empty:
+            pass
+    assert until(got), got[-5:]
+    return got
+
+
+def built_zip(tmp_path: Path) -> str:
+    from npulaunch.agent.ship import build_agent_zip
+
+    path = str(tmp_path / "agent.pyz")
+    build_agent_zip(path)
+    return path
+
+
+def test_the_agent_runs_on_a_remote_host(netns_hosts, tmp_path: Path, marker: str) -> None:
+    messages: "queue.Queue" = queue.Queue()
+    host = netns_hosts.hosts[1]
+    channel = channel_for(netns_hosts, host, messages)
+    channel.start(built_zip(tmp_path), {"plan": host_plan(tmp_path, marker, "*=hostname"), "heartbeat_timeout_s": 0})
+    got = drain(messages, lambda g: any(m["type"] == "closed" for m in g))
+    lines = [line for m in got if m["type"] == "output" for line in m["lines"]]
+    assert lines.count("host h2") == 2  # the ranks ran on h2, not here
+    done = next(m for m in got if m["type"] == "done")
+    assert [r["state"] for r in done["ranks"]] == ["succeeded", "succeeded"]
+    assert next(m for m in got if m["type"] == "closed")["exit_status"] == 0
+    assert not Path(channel.remote_dir).exists()  # the private directory was removed (shared filesystem)
+    channel.close()
+
+
+def test_an_unknown_host_key_is_refused(netns_hosts, tmp_path: Path) -> None:
+    from npulaunch.backends.sshchannel import BackendError, SshTarget, connect
+
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    target = SshTarget(netns_hosts.hosts[0].address, user="root", identity_file=str(netns_hosts.client_key),
+                       known_hosts=str(empty))
+    with pytest.raises(BackendError, match="host key not known"):
+        connect(target)
+
+
+def test_a_closed_connection_stops_the_remote_ranks(netns_hosts, tmp_path: Path, marker: str) -> None:
+    messages: "queue.Queue" = queue.Queue()
+    channel = channel_for(netns_hosts, netns_hosts.hosts[0], messages)
+    channel.start(built_zip(tmp_path), {"plan": host_plan(tmp_path, marker, "0=ignore_term", "*=grandchild:hang"),
+                                        "heartbeat_timeout_s": 0})
+    got = drain(messages, lambda g: sum(m.get("kind") == "rank_started" for m in g) == 2)
+    pids = [m["pid"] for m in got if m.get("kind") == "rank_started"]
+    time.sleep(0.3)
+    started = time.monotonic()
+    channel.close()  # the launcher's connection goes away (as when it is killed)
+    assert wait_until(lambda: not live_pids(pids), 10), "ranks survived the closed connection"
+    assert time.monotonic() - started < 1 + 3  # grace 1 s (rank 0 ignores SIGTERM) + detection
+
+
+def test_a_cut_network_stops_the_remote_ranks_by_heartbeat(netns_hosts, tmp_path: Path, marker: str) -> None:
+    messages: "queue.Queue" = queue.Queue()
+    host = netns_hosts.hosts[2]
+    channel = channel_for(netns_hosts, host, messages)
+    channel.start(built_zip(tmp_path), {"plan": host_plan(tmp_path, marker, "*=hang"), "heartbeat_timeout_s": 2})
+    got = drain(messages, lambda g: sum(m.get("kind") == "rank_started" for m in g) == 2)
+    pids = [m["pid"] for m in got if m.get("kind") == "rank_started"]
+    channel.send({"cmd": "heartbeat"})
+    netns_hosts.set_link(host, up=False)  # no FIN, no RST: sshd keeps the session; only heartbeats tell
+    try:
+        started = time.monotonic()
+        assert wait_until(lambda: not live_pids(pids), 10), "ranks survived the cut network"
+        assert time.monotonic() - started < 2 + 1 + 2
+    finally:
+        netns_hosts.set_link(host, up=True)
+        subprocess.run(["true"])
+        channel.close()
