@@ -166,7 +166,7 @@ def _prepare(args: argparse.Namespace, command: Optional[List[str]], attempts: b
             return first
         return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source, attempt=attempt)
 
-    return plan_for
+    return plan_for, config
 
 
 def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
@@ -205,26 +205,50 @@ def _console(plan: Any, ranks: Optional[set], live: bool) -> Any:
         from .liveview import LiveConsole
 
         return LiveConsole(plan, plan.console, ranks)
-    return Console(plan.console, ranks=ranks)
+    return Console(plan.console, ranks=ranks, show_host=len(plan.hosts) > 1)
+
+
+def _ssh_fleet(config: Any) -> Callable[..., Any]:
+    """What runs a multi-host job: one agent per host over SSH (Fabric is imported only now)."""
+    from .backends.fleet import RemoteFleet
+    from .backends.sshchannel import SshTarget
+
+    ssh = config.ssh
+    targets = {}
+    for host in config.hosts:
+        login = dict(ssh, **host.ssh)
+        paths = {key: os.path.expanduser(login[key]) if login.get(key) else None
+                 for key in ("identity_file", "known_hosts", "config")}
+        targets[host.host] = SshTarget(host.host, user=login.get("user"), port=login.get("port"),
+                                       identity_file=paths["identity_file"], known_hosts=paths["known_hosts"],
+                                       ssh_config=paths["config"],
+                                       accept_unknown_hosts=bool(login.get("accept_unknown_hosts", False)),
+                                       connect_timeout_s=float(login.get("connect_timeout_s", 10.0)))
+
+    def make(plan: Any, on_event: Any, on_output: Any) -> Any:
+        return RemoteFleet(plan, on_event, on_output, targets, parallel=int(ssh.get("parallel", 32)))
+
+    return make
 
 
 def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from .preflight import check_local
     from .supervisor import run_with_restarts
 
-    plan_for = _prepare(args, command, attempts=True)
+    plan_for, config = _prepare(args, command, attempts=True)
     plan = plan_for(1)
-    if not plan.is_local_only():
-        raise UsageError("this plan has remote hosts (" + ", ".join(plan.hosts) + "); launching over SSH is "
-                         "not available yet: use 'npulaunch plan' or 'npulaunch check' on it")
-    check_local(plan, os.environ)
+    make_agents = None
+    if plan.is_local_only():
+        check_local(plan, os.environ)
+    else:
+        make_agents = _ssh_fleet(config)
     shown = set(_parse_devices(args.ranks, "--ranks", 100000)) if args.ranks else None
     console = _console(plan, shown, live=not args.no_live)
     for note in plan.notes:
         console.message(f"note: {note}")
     for warning in plan.warnings:
         console.message(warning)
-    return run_with_restarts(plan_for, console, plan.max_restarts).exit_code
+    return run_with_restarts(plan_for, console, plan.max_restarts, make_agents=make_agents).exit_code
 
 
 def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:

@@ -60,6 +60,7 @@ class HostConfig:
     devices: Devices
     device_ips: Optional[Tuple[str, ...]] = None
     path: YamlPath = ()  # where the entry is in the YAML, for later errors
+    ssh: Dict[str, Any] = field(default_factory=dict)  # user, port, identity_file of this host
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class ClusterConfig:
     cpu_fallback: bool = False  # train on the CPU with TensorFlow collectives (TF_CONFIG per rank)
     data_preprocess: bool = False  # host_main: one process per host preprocesses for the host's devices
     monitor: Dict[str, Any] = field(default_factory=lambda: {"patterns": ()})  # sections.parse_monitor
+    ssh: Dict[str, Any] = field(default_factory=dict)  # the ssh section: defaults for every host
 
     def problem(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> ConfigProblem:
         """A problem located in this config's YAML (or on the command line)."""
@@ -102,12 +104,14 @@ class ClusterConfig:
 
 
 TOP_KEYS = ("version", "job", "hosts", "env", "session_options", "rank_table", "product", "session_injection",
-            "session_precedence", "cpu_fallback", "data_preprocess", "monitor")
+            "session_precedence", "cpu_fallback", "data_preprocess", "monitor", "ssh")
 PRODUCTS = ("atlas-training", "atlas-a2", "atlas-a3", "atlas-inference", "atlas-300i-duo")
 JOB_KEYS = ("name", "id", "command", "workdir", "log_dir", "grace_period_s", "console", "forward_signals",
             "max_restarts")
 MAX_RESTARTS = 100
-HOST_KEYS = ("host", "devices", "device_ips")
+HOST_KEYS = ("host", "devices", "device_ips", "user", "port", "identity_file")
+SSH_KEYS = ("user", "identity_file", "known_hosts", "config", "accept_unknown_hosts", "connect_timeout_s",
+            "parallel", "python")
 
 
 def load_config(path: str) -> ClusterConfig:
@@ -145,6 +149,7 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
         check.add(("cpu_fallback",), describe(cpu_fallback), "true or false")
         cpu_fallback = False
     monitor = parse_monitor(check, top.get("monitor"))
+    ssh = _parse_ssh(check, top.get("ssh"))
     data_preprocess = top.get("data_preprocess", "off")
     data_preprocess = "off" if data_preprocess is False else data_preprocess  # YAML reads off as false
     if data_preprocess not in ("off", "host_main"):
@@ -175,7 +180,7 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
                          rank_table=rank_table, sources=sources, document=doc, product=product,
                          warnings=tuple(check.warnings), session_injection=injection,
                          session_precedence=precedence, cpu_fallback=cpu_fallback,
-                         data_preprocess=data_preprocess == "host_main", monitor=monitor)
+                         data_preprocess=data_preprocess == "host_main", monitor=monitor, ssh=ssh)
 
 
 def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Optional[JobConfig]:
@@ -301,9 +306,47 @@ def _parse_hosts(check: Checker, value: Any) -> Tuple[HostConfig, ...]:
             seen[name] = index
         devices = _parse_devices(check, item.get("devices", ALL_DEVICES), path + ("devices",))
         ips = _parse_device_ips(check, item.get("device_ips"), path + ("device_ips",), devices)
+        login = _parse_login(check, item, path)
         if name is not None and devices is not None:
-            hosts.append(HostConfig(name, devices, ips, path))
+            hosts.append(HostConfig(name, devices, ips, path, login))
     return tuple(hosts)
+
+
+def _parse_login(check: Checker, item: Dict[str, Any], path: YamlPath) -> Dict[str, Any]:
+    """user / port / identity_file of a host entry or of the ssh section."""
+    login: Dict[str, Any] = {}
+    for key in ("user", "identity_file"):
+        if key in item:
+            login[key] = check.string(item[key], path + (key,), "a string")
+    if "port" in item:
+        port = item["port"]
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            check.add(path + ("port",), describe(port), "a TCP port 1-65535")
+        else:
+            login["port"] = port
+    return login
+
+
+def _parse_ssh(check: Checker, value: Any) -> Dict[str, Any]:
+    section = check.mapping(value, ("ssh",), SSH_KEYS)
+    result = _parse_login(check, section, ("ssh",))
+    for key in ("known_hosts", "config", "python"):
+        if key in section:
+            result[key] = check.string(section[key], ("ssh", key), "a path" if key != "python" else "a command")
+    if "accept_unknown_hosts" in section:
+        if not isinstance(section["accept_unknown_hosts"], bool):
+            check.add(("ssh", "accept_unknown_hosts"), describe(section["accept_unknown_hosts"]), "true or false")
+        else:
+            result["accept_unknown_hosts"] = section["accept_unknown_hosts"]
+    if "connect_timeout_s" in section:
+        result["connect_timeout_s"] = check.number(section["connect_timeout_s"], ("ssh", "connect_timeout_s"), 1, 600)
+    if "parallel" in section:
+        parallel = section["parallel"]
+        if isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= 1024:
+            check.add(("ssh", "parallel"), describe(parallel), "an integer from 1 to 1024")
+        else:
+            result["parallel"] = parallel
+    return result
 
 
 def _parse_devices(check: Checker, value: Any, path: YamlPath) -> Optional[Devices]:

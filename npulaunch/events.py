@@ -26,6 +26,7 @@ class EventKind(str, Enum):
     SIGNATURE_MATCHED = "signature_matched"
     HANG_DETECTED = "hang_detected"
     STACKS_DUMPED = "stacks_dumped"
+    AGENT_LOST = "agent_lost"
     JOB_FINISHED = "job_finished"
 
 

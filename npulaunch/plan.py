@@ -28,6 +28,7 @@ from .spec import HostPlan, RankSpec
 LOCAL_HOST_NAMES = ("localhost", "127.0.0.1", "::1")
 # The zero-code injection hook: a directory holding only sitecustomize.py, put first on PYTHONPATH.
 INJECTION_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject")
+INJECTION_TOKEN = "{npulaunch_inject}"  # on remote hosts: the agent puts its own copy's path here
 PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"
 ATTEMPT_VAR = "NPULAUNCH_ATTEMPT"  # 1 for the first run of the job, 2 after the first restart, ...
 
@@ -129,7 +130,8 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
     ranks: List[RankSpec] = []
     for node_rank, (host, devices) in enumerate(zip(config.hosts, devices_by_host)):
         for local_rank, device_id in enumerate(devices):
-            slot = _Slot(len(ranks), host.host, node_rank, local_rank, device_id, devices)
+            slot = _Slot(len(ranks), host.host, node_rank, local_rank, device_id, devices,
+                         host.host in discovery.local_names)
             ranks.append(_rank_spec(job, slot, tf_configs[slot.rank] if tf_configs else {}))
     startup_s, steady_s = hang_limits(config, sources)
     if config.data_preprocess:
@@ -222,6 +224,7 @@ class _Slot:
     local_rank: int
     device_id: int
     host_devices: Tuple[int, ...]
+    local: bool = True  # on the launcher's own host
 
 
 def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
@@ -247,7 +250,8 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
     env[ATTEMPT_VAR], env_sources[ATTEMPT_VAR] = str(max(job.attempt, 1)), "launcher"
     for name, value in extra_env.items():
         env[name], env_sources[name] = value, "launcher (cpu_fallback)"
-    prepend = {"PYTHONPATH": INJECTION_DIR} if config.session_injection is Injection.AUTO else {}
+    inject = INJECTION_DIR if slot.local else INJECTION_TOKEN
+    prepend = {"PYTHONPATH": inject} if config.session_injection is Injection.AUTO else {}
     return RankSpec(rank=slot.rank, local_rank=slot.local_rank, world_size=job.world_size, host=slot.host,
                     node_rank=slot.node_rank, device_id=slot.device_id, argv=config.job.command,
                     cwd=config.job.workdir, env=env, env_unset=unset, env_sources=env_sources,

@@ -68,7 +68,8 @@ def should_restart(report: JobReport, attempt: int, max_restarts: int) -> bool:
 
 
 def run_with_restarts(plan_for: Callable[[int], LaunchPlan], console: Console, max_restarts: int,
-                      inherited: Optional[Mapping[str, str]] = None) -> JobReport:
+                      inherited: Optional[Mapping[str, str]] = None,
+                      make_agents: Optional[Callable[..., Any]] = None) -> JobReport:
     """Run the job, and run it again (a fresh plan: new ports, a new attempt directory) after a
     retryable failure, at most ``max_restarts`` times. The job directory's summary.json is the
     last attempt's, with every attempt listed."""
@@ -76,7 +77,7 @@ def run_with_restarts(plan_for: Callable[[int], LaunchPlan], console: Console, m
     attempt = 1
     while True:
         plan = plan_for(attempt)
-        report = LocalSupervisor(plan, console, inherited).run()
+        report = LocalSupervisor(plan, console, inherited, make_agents).run()
         root = report.summary["root_cause"]
         attempts.append({"attempt": attempt, "dir": plan.attempt_dir, "status": report.summary["job"]["status"],
                          "exit_code": report.exit_code, "root_cause": None if root is None else {
@@ -97,12 +98,16 @@ def run_with_restarts(plan_for: Callable[[int], LaunchPlan], console: Console, m
 class LocalSupervisor:
     """Runs a plan whose ranks are all on this host."""
 
-    def __init__(self, plan: LaunchPlan, console: Console, inherited: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, plan: LaunchPlan, console: Console, inherited: Optional[Mapping[str, str]] = None,
+                 make_agents: Optional[Callable[..., Any]] = None) -> None:
+        """``make_agents(plan, on_event, on_output)`` returns what runs the ranks (an Agent for this
+        host; the SSH backend's RemoteFleet for several hosts)."""
         self.plan = plan
+        self._make_agents = make_agents
         self.console = console
         self.inherited = dict(os.environ if inherited is None else inherited)
         self._events: Optional[IO[str]] = None
-        self._agent: Optional[Agent] = None
+        self._agent: Any = None  # an Agent, or a RemoteFleet
         self._kept: List[Event] = []  # what the root cause is decided from
 
     def run(self) -> JobReport:
@@ -118,8 +123,11 @@ class LocalSupervisor:
         fd = os.open(os.path.join(out, EVENTS_FILENAME), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8", buffering=1) as events:
             self._events = events
-            self._agent = Agent(self.plan.host_plan(0), self._on_event, self.console.rank_output,
-                                base_env=self.inherited)
+            if self._make_agents is not None:
+                self._agent = self._make_agents(self.plan, self._on_event, self.console.rank_output)
+            else:
+                self._agent = Agent(self.plan.host_plan(0), self._on_event, self.console.rank_output,
+                                    base_env=self.inherited)
             attempt = f" (attempt {self.plan.attempt} of {self.plan.max_restarts + 1})" if self.plan.attempt else ""
             self.console.message(f"job {self.plan.job_id}{attempt}: starting {self.plan.world_size} ranks, "
                                  f"logs in {out}")
@@ -169,5 +177,7 @@ class LocalSupervisor:
                                  f" (SIGKILL after {self.plan.grace_period_s:g} s; Ctrl-C again to kill now)")
         elif kind is EventKind.KILL_ESCALATED and data.get("ranks"):
             self.console.message(f"SIGKILL to ranks still running: {data['ranks']} ({data['reason']})")
+        elif kind is EventKind.AGENT_LOST:
+            self.console.message(f"lost the agent on {event.host}; stopping the job")
         elif kind is EventKind.SIGNAL_FORWARDED:
             self.console.message(f"forwarded {data['signal']} to every rank")

@@ -27,7 +27,9 @@ from .inbox import SignalInbox
 from .monitor import Monitor
 from .tail import FileTail, Line
 
-POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
+POLL_INTERVAL_S = 0.05
+INJECTION_TOKEN = "{npulaunch_inject}"
+INJECT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "inject")  # how often logs are followed when nothing else wakes the loop
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SPAWN_FAILED_EXIT_CODE = 127
 
@@ -212,6 +214,7 @@ class Agent:
         try:
             procs.become_subreaper()
             self._guard = Guard(self.plan.job_uuid)
+            os.makedirs(self.plan.job_dir, mode=0o700, exist_ok=True)
             self._start_all()
             while True:
                 self._reap()
@@ -282,6 +285,7 @@ class Agent:
         env = {k: v for k, v in self._base_env.items() if k not in spec.env_unset}
         env.update(spec.env)
         for name, first in spec.env_prepend.items():
+            first = first.replace(INJECTION_TOKEN, INJECT_DIR)  # this host's copy of the hook
             env[name] = first + os.pathsep + env[name] if env.get(name) else first
         proc.tails = (FileTail(spec.stdout_path), FileTail(spec.stderr_path))
         proc.start_time = time.time()

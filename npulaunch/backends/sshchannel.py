@@ -10,6 +10,7 @@ shlex.quote. What the ranks run travels inside the JSON plan, never on a command
 from __future__ import annotations
 
 import json
+import os
 import queue
 import shlex
 import threading
@@ -25,7 +26,9 @@ CONNECT_TIMEOUT_S = 10.0
 
 
 class BackendError(NpulaunchError):
-    """A host could not be reached, authenticated or prepared."""
+    """A host could not be reached, authenticated or prepared; nothing was started."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -74,8 +77,10 @@ def connect(target: SshTarget) -> Connection:
 class AgentChannel:
     """The launcher's end of one remote agent: messages in a queue, commands out."""
 
-    def __init__(self, connection: Connection, host: str, messages: "queue.Queue[tuple]") -> None:
+    def __init__(self, connection: Connection, host: str, messages: "queue.Queue[tuple]",
+                 wake_fd: Optional[int] = None) -> None:
         self.connection, self.host, self._messages = connection, host, messages
+        self._wake_fd = wake_fd  # written to after each message, so a select() loop wakes up
         self._channel: Optional[paramiko.Channel] = None
         self._reader: Optional[threading.Thread] = None
         self.remote_dir = ""
@@ -122,10 +127,18 @@ class AgentChannel:
             for line in lines:
                 if line.strip():
                     try:
-                        self._messages.put((self.host, json.loads(line)))
+                        self._put(json.loads(line))
                     except ValueError:
                         pass
-        self._messages.put((self.host, {"type": "closed", "exit_status": self._channel.recv_exit_status()}))
+        self._put({"type": "closed", "exit_status": self._channel.recv_exit_status()})
+
+    def _put(self, message: Dict[str, Any]) -> None:
+        self._messages.put((self.host, message))
+        if self._wake_fd is not None:
+            try:
+                os.write(self._wake_fd, b"m")
+            except OSError:  # the pipe is full: the loop is awake anyway
+                pass
 
     def close_input(self) -> None:
         """End the agent's stdin, as a dying launcher would."""

@@ -87,6 +87,8 @@ def act(action):
     elif name == "hostname":
         import socket
         print("host " + socket.gethostname(), flush=True)
+    elif name == "argv":  # this rank's argv and one variable, as JSON
+        print("ARGV " + json.dumps({"argv": sys.argv[1:], "hostile": os.environ.get("HOSTILE")}), flush=True)
     elif name == "env":
         print(json.dumps(dict(os.environ)))
     elif name == "usr1":

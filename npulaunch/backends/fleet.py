@@ -1,0 +1,179 @@
+"""Every host's agent, driven like one Agent: the multi-host side of the supervisor.
+
+The supervisor's policy (stop every rank on the first failure, the report) stays where it is;
+this class connects to every host in parallel (all failures reported together, nothing started
+if any host fails), ships and starts one remote agent per host, merges their events and output
+into the supervisor's callbacks, sends heartbeats, and turns stop / kill into commands to every
+agent. Signals to the launcher (Ctrl-C, SIGTERM, SIGHUP) stop every host; a second one kills.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, List, Optional, Set
+
+from ..agent.agent import STOP_SIGNALS, AgentOutcome, RankResult, RankState
+from ..agent.inbox import SignalInbox
+from ..agent.ship import build_agent_zip
+from ..events import Event, EventKind
+from ..plan import LaunchPlan
+from ..spec import RankSpec
+from .sshchannel import AgentChannel, BackendError, SshTarget, connect
+
+HEARTBEAT_INTERVAL_S = 2.0
+HEARTBEAT_TIMEOUT_S = 15.0  # an agent that hears nothing for this long stops its ranks
+
+
+def event_from_message(message: Dict[str, Any]) -> Event:
+    data = {k: v for k, v in message.items() if k not in ("type", "kind", "time", "job_id", "host", "rank")}
+    return Event(EventKind(message["kind"]), message["job_id"], message["host"], message.get("rank"), data,
+                 message["time"])
+
+
+class RemoteFleet:
+    def __init__(self, plan: LaunchPlan, emit: Callable[[Event], None],
+                 output: Callable[[RankSpec, str, List[str]], None], targets: Dict[str, SshTarget],
+                 parallel: int = 32, heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S) -> None:
+        self.plan, self._emit, self._output, self._targets = plan, emit, output, targets
+        self._parallel = max(1, parallel)
+        self._heartbeat_timeout_s = heartbeat_timeout_s
+        self._specs = {spec.rank: spec for spec in plan.ranks}
+        self._channels: Dict[str, AgentChannel] = {}
+        self._connections: Dict[str, Any] = {}
+        self._stopping = self._killed = False
+        self.stop_signal: Optional[int] = None
+
+    # -- the Agent interface the supervisor uses ------------------------------------------------
+
+    def stop(self, reason: str) -> None:
+        if not self._stopping:
+            self._stopping = True
+            self._broadcast({"cmd": "stop", "reason": reason})
+
+    def kill(self, reason: str) -> None:
+        self._stopping = True
+        if not self._killed:
+            self._killed = True
+            self._broadcast({"cmd": "kill", "reason": reason})
+
+    def dump_stacks(self, ranks: List[int]) -> List[str]:
+        hosts = {self._specs[r].host for r in ranks if r in self._specs}
+        for host in hosts:
+            self._channels[host].send({"cmd": "dump_stacks", "ranks": ranks})
+        return []  # the stack files are written on the hosts, in each rank's directory
+
+    def run(self) -> AgentOutcome:
+        self._connect_all()
+        messages: "queue.Queue[tuple]" = queue.Queue()
+        wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_read, False)
+        os.set_blocking(wake_write, False)
+        inbox = SignalInbox(STOP_SIGNALS + tuple(getattr(signal, s) for s in self.plan.forward_signals))
+        results: Dict[int, RankResult] = {}
+        finished: Set[str] = set()
+        try:
+            self._start_all(messages, wake_write)
+            next_beat = time.monotonic() + HEARTBEAT_INTERVAL_S
+            while len(finished) < len(self._channels):
+                inbox.wait(max(0.0, next_beat - time.monotonic()), [wake_read])
+                _drain(wake_read)
+                for signum in inbox.take():
+                    self._on_signal(signum)
+                while True:
+                    try:
+                        host, message = messages.get_nowait()
+                    except queue.Empty:
+                        break
+                    self._on_message(host, message, results, finished)
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + HEARTBEAT_INTERVAL_S
+                    self._broadcast({"cmd": "heartbeat"})
+        finally:
+            inbox.close()
+            for channel in self._channels.values():
+                channel.close()
+            os.close(wake_read)
+            os.close(wake_write)
+        for rank, spec in self._specs.items():  # a host lost before it reported: its ranks are unknown
+            results.setdefault(rank, RankResult(rank, spec.host, spec.device_id, None, RankState.FAILED, None,
+                                                time.time(), None, None, f"lost with host {spec.host}"))
+        return AgentOutcome([results[r] for r in sorted(results)], self.stop_signal, [])
+
+    # -- internals ------------------------------------------------------------------------------------
+
+    def _connect_all(self) -> None:
+        hosts = list(self.plan.hosts)
+        with ThreadPoolExecutor(max_workers=min(self._parallel, len(hosts))) as pool:
+            futures = {host: pool.submit(connect, self._targets[host]) for host in hosts}
+        problems, connections = [], {}
+        for host, future in futures.items():
+            try:
+                connections[host] = future.result()
+            except BackendError as exc:
+                problems.append(str(exc))
+        if problems:
+            for connection in connections.values():
+                connection.close()
+            raise BackendError("cannot start the job; nothing was started:\n" + "\n".join("  " + p for p in problems))
+        self._connections = connections
+
+    def _start_all(self, messages: "queue.Queue[tuple]", wake_fd: int) -> None:
+        with tempfile.TemporaryDirectory(prefix="npulaunch-ship-") as work:
+            zip_path = os.path.join(work, "agent.pyz")
+            build_agent_zip(zip_path)
+
+            def start(node_rank: int) -> None:
+                host = self.plan.hosts[node_rank]
+                channel = AgentChannel(self._connections[host], host, messages, wake_fd)
+                channel.start(zip_path, {"plan": self.plan.host_plan(node_rank).to_dict(),
+                                         "heartbeat_timeout_s": self._heartbeat_timeout_s})
+                self._channels[host] = channel
+
+            with ThreadPoolExecutor(max_workers=min(self._parallel, len(self.plan.hosts))) as pool:
+                list(pool.map(start, range(len(self.plan.hosts))))
+
+    def _on_message(self, host: str, message: Dict[str, Any], results: Dict[int, RankResult],
+                    finished: Set[str]) -> None:
+        kind = message.get("type")
+        if kind == "output":
+            self._output(self._specs[message["rank"]], message["stream"], message["lines"])
+        elif kind == "event":
+            self._emit(event_from_message(message))
+        elif kind == "done":
+            for data in message["ranks"]:
+                results[data["rank"]] = RankResult(**dict(data, state=RankState(data["state"])))
+            finished.add(host)
+        elif kind == "closed" and host not in finished:
+            finished.add(host)
+            self._emit(Event(EventKind.AGENT_LOST, self.plan.job_id, host, None,
+                             {"exit_status": message.get("exit_status")}))
+            self.stop(f"lost the agent of {host}")
+
+    def _on_signal(self, signum: int) -> None:
+        if signum not in STOP_SIGNALS:
+            self._broadcast({"cmd": "signal", "signal": signal.Signals(signum).name})
+            return
+        self._emit(Event(EventKind.SIGNAL_RECEIVED, self.plan.job_id, self.plan.hosts[0], None,
+                         {"signal": signal.Signals(signum).name}))
+        if not self._stopping:
+            self.stop_signal = signum
+            self.stop(f"npulaunch received {signal.Signals(signum).name}")
+        else:
+            self.kill(f"npulaunch received {signal.Signals(signum).name} again")
+
+    def _broadcast(self, message: Dict[str, Any]) -> None:
+        for channel in self._channels.values():
+            channel.send(message)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass

@@ -1,0 +1,108 @@
+"""Multi-host jobs over real SSH: 3 test hosts (network namespaces with their own sshd) x 2 ranks."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import RANKS, base_env, marked_pids, npulaunch_argv, run_cli, wait_until
+
+
+def write_job(tmp_path: Path, netns_hosts, marker: str, *rank_args: str, env: str = "", grace: float = 1.0) -> Path:
+    """A 3-host job; the test's marker goes in the YAML env: remote ranks do not inherit the launcher's."""
+    args = ", ".join(json.dumps(a) for a in rank_args)
+    config = tmp_path / "job.yaml"
+    config.write_text(f"""job:
+  command: [{sys.executable}, {RANKS / 'rank.py'}, {args}]
+  log_dir: {tmp_path / 'logs'}
+  grace_period_s: {grace}
+hosts:
+  - {{host: h1, devices: 2}}
+  - {{host: h2, devices: 2}}
+  - {{host: h3, devices: 2}}
+rank_table: none
+ssh: {{user: root, identity_file: {netns_hosts.client_key}, known_hosts: {netns_hosts.known_hosts},
+       config: {netns_hosts.ssh_config}}}
+env:
+  NPLTEST_MARKER: {marker}
+{env}""")
+    return config
+
+
+def test_three_hosts_two_ranks_each(netns_hosts, tmp_path: Path, marker: str) -> None:
+    config = write_job(tmp_path, netns_hosts, marker, "*=hostname+env")
+    result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker})
+    assert result.returncode == 0, result.stderr
+    for rank in range(6):
+        host = f"h{rank // 2 + 1}"
+        assert f"[{host} r{rank} d{rank % 2}] host {host}" in result.stdout
+        env_line = next(line for line in result.stdout.splitlines()
+                        if line.startswith(f"[{host} r{rank} d{rank % 2}] {{"))
+        env = json.loads(env_line.split("] ", 1)[1])
+        assert (env["RANK_ID"], env["RANK_SIZE"], env["DEVICE_ID"]) == (str(rank), "6", str(rank % 2))
+        assert env["NPULAUNCH_HOST"] == host and env["NPLTEST_MARKER"] == marker
+    summary = json.loads((tmp_path / "logs" / "mh" / "summary.json").read_text())
+    assert [r["state"] for r in summary["ranks"]] == ["succeeded"] * 6
+    assert [r["host"] for r in summary["ranks"]] == ["h1", "h1", "h2", "h2", "h3", "h3"]
+
+
+def test_a_failure_on_one_host_stops_every_host(netns_hosts, tmp_path: Path, marker: str) -> None:
+    config = write_job(tmp_path, netns_hosts, marker, "3=exit:7@0.5", "*=ignore_term")
+    started = time.monotonic()
+    result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker}, timeout=60)
+    assert result.returncode == 1
+    assert "root cause: rank 3 exited with code 7 (host h2, device 1" in result.stderr
+    assert time.monotonic() - started < 0.5 + 1 + 5  # the failure, the grace, connections and start-up
+    summary = json.loads((tmp_path / "logs" / "mh" / "summary.json").read_text())
+    assert [r["signal"] for r in summary["ranks"] if r["rank"] != 3] == ["SIGKILL"] * 5
+
+
+def test_hostile_argv_and_env_arrive_verbatim(netns_hosts, tmp_path: Path, marker: str) -> None:
+    hostile = "sp ace 'q' \"dq\" $HOME `id` ; rm -rf / && echo pwn\nnewline ünï €"
+    config = write_job(tmp_path, netns_hosts, marker, "*=argv", hostile,
+                       env=f"  HOSTILE: {json.dumps(hostile)}\n")
+    result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker})
+    assert result.returncode == 0, result.stderr
+    seen = [json.loads(m) for m in re.findall(r"\] ARGV (.*)", result.stdout)]
+    assert len(seen) == 6
+    assert all(s == {"argv": ["*=argv", hostile], "hostile": hostile} for s in seen)
+
+
+def test_sigkill_of_the_launcher_leaves_no_rank_on_any_host(netns_hosts, tmp_path: Path, marker: str) -> None:
+    config = write_job(tmp_path, netns_hosts, marker, "0=grandchild:hang", "*=hang")
+    proc = subprocess.Popen(npulaunch_argv("run", str(config), "--job-id", "mh"), env=base_env(
+        {"NPLTEST_MARKER": marker}), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    events = tmp_path / "logs" / "mh" / "events.jsonl"
+    assert wait_until(lambda: events.exists() and events.read_text().count('"rank_started"') == 6, 20)
+    proc.kill()
+    proc.communicate(timeout=10)
+    killed = time.monotonic()
+    assert wait_until(lambda: not marked_pids(marker), 10), marked_pids(marker)
+    assert time.monotonic() - killed < 1 + 5  # the agents see their channels close, grace 1 s
+
+
+def test_ctrl_c_stops_every_host(netns_hosts, tmp_path: Path, marker: str) -> None:
+    config = write_job(tmp_path, netns_hosts, marker, "*=hang")
+    proc = subprocess.Popen(npulaunch_argv("run", str(config), "--job-id", "mh"), env=base_env(
+        {"NPLTEST_MARKER": marker}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    events = tmp_path / "logs" / "mh" / "events.jsonl"
+    assert wait_until(lambda: events.exists() and events.read_text().count('"rank_started"') == 6, 20)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    summary = json.loads((tmp_path / "logs" / "mh" / "summary.json").read_text())
+    assert [r["state"] for r in summary["ranks"]] == ["stopped"] * 6
+
+
+def test_an_unreachable_host_starts_nothing(netns_hosts, tmp_path: Path, marker: str) -> None:
+    config = write_job(tmp_path, netns_hosts, marker, "*=hang")
+    text = config.read_text().replace("{host: h3, devices: 2}", "{host: 10.79.0.99, devices: 2}")
+    config.write_text(text.replace("ssh: {user: root,", "ssh: {connect_timeout_s: 2, user: root,"))
+    result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker}, timeout=60)
+    assert result.returncode == 2
+    assert "10.79.0.99: cannot connect" in result.stderr and "nothing was started" in result.stderr
