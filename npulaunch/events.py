@@ -27,6 +27,7 @@ class EventKind(str, Enum):
     HANG_DETECTED = "hang_detected"
     STACKS_DUMPED = "stacks_dumped"
     AGENT_LOST = "agent_lost"
+    PREFLIGHT_WARNING = "preflight_warning"
     JOB_FINISHED = "job_finished"
 
 

@@ -36,7 +36,7 @@ def local_problems(plan: LaunchPlan, inherited: Mapping[str, str]) -> List[str]:
                 problems.append(f"command {program} is not an executable file (from {spec.cwd})")
         elif shutil.which(program, path=path) is None:
             problems.append(f"command {program!r} is not found on the ranks' PATH")
-        script = _python_script(spec.argv)
+        script = python_script(spec.argv)
         if script is not None and not os.path.isfile(os.path.join(spec.cwd, script)):
             problems.append(f"script {script} does not exist (from working directory {spec.cwd})")
     if os.path.exists(plan.job_dir):
@@ -44,7 +44,7 @@ def local_problems(plan: LaunchPlan, inherited: Mapping[str, str]) -> List[str]:
     return problems
 
 
-def _python_script(argv: Tuple[str, ...]) -> Optional[str]:
+def python_script(argv: Tuple[str, ...]) -> Optional[str]:
     """The script a ``python3 [options] script.py`` command runs, if that is its shape."""
     name = os.path.basename(argv[0])
     if name not in PYTHON_NAMES and not name.startswith("python3."):

@@ -177,6 +177,8 @@ class LocalSupervisor:
                                  f" (SIGKILL after {self.plan.grace_period_s:g} s; Ctrl-C again to kill now)")
         elif kind is EventKind.KILL_ESCALATED and data.get("ranks"):
             self.console.message(f"SIGKILL to ranks still running: {data['ranks']} ({data['reason']})")
+        elif kind is EventKind.PREFLIGHT_WARNING:
+            self.console.message(f"warning: {data['warning']}")
         elif kind is EventKind.AGENT_LOST:
             self.console.message(f"lost the agent on {event.host}; stopping the job")
         elif kind is EventKind.SIGNAL_FORWARDED:

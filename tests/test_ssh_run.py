@@ -106,3 +106,15 @@ def test_an_unreachable_host_starts_nothing(netns_hosts, tmp_path: Path, marker:
     result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker}, timeout=60)
     assert result.returncode == 2
     assert "10.79.0.99: cannot connect" in result.stderr and "nothing was started" in result.stderr
+
+
+def test_a_host_failing_preflight_starts_nothing(netns_hosts, tmp_path: Path, marker: str) -> None:
+    config = write_job(tmp_path, netns_hosts, marker, "*=hang")
+    text = config.read_text().replace(f"  log_dir: {tmp_path / 'logs'}",
+                                      f"  log_dir: {tmp_path / 'logs'}\n  workdir: {tmp_path / 'nowhere'}")
+    config.write_text(text)
+    result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker}, timeout=60)
+    assert result.returncode == 2
+    for host in ("h1", "h2", "h3"):  # every host's problem, together
+        assert f"{host}: working directory {tmp_path / 'nowhere'} does not exist" in result.stderr
+    assert not (tmp_path / "logs" / "mh" / "events.jsonl").read_text().count("rank_started")

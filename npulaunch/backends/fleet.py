@@ -23,6 +23,7 @@ from ..agent.ship import build_agent_zip
 from ..events import Event, EventKind
 from ..plan import LaunchPlan
 from ..spec import RankSpec
+from .remotecheck import check_hosts
 from .sshchannel import AgentChannel, BackendError, SshTarget, connect
 
 HEARTBEAT_INTERVAL_S = 2.0
@@ -116,6 +117,11 @@ class RemoteFleet:
                 connections[host] = future.result()
             except BackendError as exc:
                 problems.append(str(exc))
+        if not problems:
+            problems, warnings = check_hosts(connections, self.plan, self._parallel)
+            for warning in warnings:
+                self._emit(Event(EventKind.PREFLIGHT_WARNING, self.plan.job_id, warning.split(":")[0], None,
+                                 {"warning": warning}))
         if problems:
             for connection in connections.values():
                 connection.close()

@@ -1,0 +1,68 @@
+"""Multi-host start-up over SSH: time from `npulaunch run` to every rank started, and to the end
+of a job of trivial ranks, for 1, 3 and 6 test hosts (network namespaces with their own sshd, as
+in the tests; needs root, iproute2, util-linux, openssh-server and the ssh extra). Also: time
+from a remote rank's failure to the launcher's exit. Usage: sudo python3 bench/ssh_startup.py"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from netns_hosts import NetnsHosts  # noqa: E402
+
+
+def job(root: Path, hosts: NetnsHosts, count: int, rank_args: str) -> Path:
+    entries = "".join(f"  - {{host: h{i}, devices: 2}}\n" for i in range(1, count + 1))
+    config = root / f"job-{count}.yaml"
+    config.write_text(f"""job:
+  command: [{sys.executable}, -c, "{rank_args}"]
+  log_dir: {root / 'logs'}
+  grace_period_s: 1
+hosts:
+{entries}rank_table: none
+ssh: {{user: root, identity_file: {hosts.client_key}, known_hosts: {hosts.known_hosts}, config: {hosts.ssh_config}}}
+""")
+    return config
+
+
+def once(config: Path, job_id: str) -> tuple:
+    start = time.time()
+    subprocess.run([sys.executable, "-m", "npulaunch", "run", str(config), "--job-id", job_id],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.time()
+    events = [json.loads(line) for line in (config.parent / "logs" / job_id / "events.jsonl").read_text().splitlines()]
+    started = max(e["time"] for e in events if e["kind"] == "rank_started")
+    failed = [e["time"] for e in events if e["kind"] == "rank_exited" and e.get("state") == "failed"]
+    return started - start, end - start, (end - min(failed)) if failed else None
+
+
+def main() -> None:
+    root = Path(tempfile.mkdtemp(prefix="npl-ssh-bench-"))
+    hosts = NetnsHosts(root / "hosts", 6).up()
+    try:
+        print(f"machine: {os.cpu_count()} cores; 2 trivial ranks per host; 5 runs, medians")
+        print("| hosts | ranks | run -> all ranks started | run -> job done |\n|---:|---:|---:|---:|")
+        for count in (1, 3, 6):
+            config = job(root, hosts, count, "print(1)")
+            runs = [once(config, f"s{count}-{i}") for i in range(5)]
+            print(f"| {count} | {2 * count} | {statistics.median(r[0] for r in runs):.2f} s | "
+                  f"{statistics.median(r[1] for r in runs):.2f} s |")
+        config = job(root, hosts, 3, "import os, time, sys; time.sleep(1); "
+                                     "sys.exit(3 if os.environ['RANK_ID'] == '3' else 0) if os.environ['RANK_ID'] == '3' "
+                                     "else time.sleep(60)")
+        runs = [once(config, f"f-{i}") for i in range(3)]
+        print(f"\nremote rank failure -> launcher exit (3 hosts, grace 1 s, ranks obey SIGTERM): "
+              f"{statistics.median(r[2] for r in runs):.2f} s")
+    finally:
+        hosts.down()
+
+
+if __name__ == "__main__":
+    main()
