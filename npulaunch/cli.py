@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Validate, plan and check this host; exit 0 or 2.")
     _add_job_flags(check)
     for name, what in (("status", "print each rank's state, last line and silence, running or finished"),
-                       ("report", "print a finished job's report again")):
+                       ("report", "print a finished job's report again"),
+                       ("stop", "stop a running job from another terminal, on every host")):
         view = commands.add_parser(name, help=what, description=what[0].upper() + what[1:] + ".")
         view.add_argument("job_dir", help="the job directory (<log_dir>/<job_id>)")
         if name == "report":
@@ -274,17 +275,20 @@ def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 
 def cmd_view(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from .jobview import report_text, status_text
+    from .jobview import report_text, status_text, stop_job
 
     if not os.path.isdir(args.job_dir):
         raise UsageError(f"no job directory {args.job_dir}")
+    if args.command == "stop":
+        print(stop_job(args.job_dir))
+        return 0
     sys.stdout.write(status_text(args.job_dir) if args.command == "status" else report_text(args.job_dir, args.json))
     return 0
 
 
 COMMANDS: Dict[str, Callable[[argparse.Namespace, Optional[List[str]]], int]] = {
     "run": cmd_run, "plan": cmd_plan, "check": cmd_check, "options": cmd_catalog, "env-vars": cmd_catalog,
-    "status": cmd_view, "report": cmd_view}
+    "status": cmd_view, "report": cmd_view, "stop": cmd_view}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

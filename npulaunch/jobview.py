@@ -95,3 +95,28 @@ def status_text(job_dir: str) -> str:
         lines.append(f"{row['rank']:>4}  {row['device_id']:>6}  {state:<20} {row['lines']:>8}  "
                      f"{row['silent_s']:>6}s  {row['last_line'][:80]}")
     return "\n".join(lines) + "\n"
+
+
+def stop_job(job_dir: str) -> str:
+    """Ask the launcher of a running job to stop it (SIGTERM: it stops every rank on every host
+    through their agents). Only that job's launcher is signalled: its pid and start time must
+    match what it recorded."""
+    import signal
+
+    import psutil
+
+    record = _load(os.path.join(job_dir, "launcher.json"))
+    if record is None:
+        _events(job_dir)
+        raise UsageError(f"{job_dir} has no launcher.json: not started by this npulaunch, or not yet")
+    if _load(os.path.join(job_dir, "summary.json")) is not None:
+        return "the job has already finished"
+    try:
+        launcher = psutil.Process(record["pid"])
+        same = abs(launcher.create_time() - record["create_time"]) < 0.01
+    except psutil.NoSuchProcess:
+        same = False
+    if not same:
+        return "its launcher is gone; its agents stop their ranks by themselves"
+    launcher.send_signal(signal.SIGTERM)
+    return f"asked launcher {record['pid']} to stop the job (SIGTERM)"

@@ -52,6 +52,18 @@ def prepare_job_dir(plan: LaunchPlan, inherited: Mapping[str, str]) -> None:
         write_private(plan.rank_table_path, render_rank_table(plan.rank_table))
 
 
+LAUNCHER_FILENAME = "launcher.json"  # who is running the job: for npulaunch stop
+
+
+def write_launcher(job_dir: str) -> None:
+    """Record this launcher (pid and start time, so a reused pid is never mistaken for it)."""
+    import psutil
+
+    me = psutil.Process()
+    write_private(os.path.join(job_dir, LAUNCHER_FILENAME),
+                  json.dumps({"pid": me.pid, "create_time": me.create_time()}) + "\n")
+
+
 def write_summary(directory: str, summary: Dict[str, Any]) -> None:
     """summary.json, and failure.json when there is a root cause."""
     write_private(os.path.join(directory, SUMMARY_FILENAME), json.dumps(summary, indent=2) + "\n")
@@ -114,6 +126,7 @@ class LocalSupervisor:
         """Run one attempt of the job (the only one unless it is restarted)."""
         if self.plan.attempt <= 1:
             prepare_job_dir(self.plan, self.inherited)
+            write_launcher(self.plan.job_dir)
         if self.plan.attempt:
             os.mkdir(self.plan.attempt_dir, 0o700)
             write_private(os.path.join(self.plan.attempt_dir, PLAN_FILENAME),

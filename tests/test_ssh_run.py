@@ -118,3 +118,20 @@ def test_a_host_failing_preflight_starts_nothing(netns_hosts, tmp_path: Path, ma
     for host in ("h1", "h2", "h3"):  # every host's problem, together
         assert f"{host}: working directory {tmp_path / 'nowhere'} does not exist" in result.stderr
     assert not (tmp_path / "logs" / "mh" / "events.jsonl").read_text().count("rank_started")
+
+
+def test_npulaunch_stop_stops_a_multi_host_job_from_another_terminal(netns_hosts, tmp_path: Path,
+                                                                     marker: str) -> None:
+    config = write_job(tmp_path, netns_hosts, marker, "*=hang")
+    proc = subprocess.Popen(npulaunch_argv("run", str(config), "--job-id", "mh"), env=base_env(
+        {"NPLTEST_MARKER": marker}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = tmp_path / "logs" / "mh"
+    assert wait_until(lambda: (job / "events.jsonl").exists() and
+                      (job / "events.jsonl").read_text().count('"rank_started"') == 6, 20)
+    stopped = run_cli("stop", str(job))
+    assert stopped.returncode == 0 and "asked launcher" in stopped.stdout
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    summary = json.loads((job / "summary.json").read_text())
+    assert [r["state"] for r in summary["ranks"]] == ["stopped"] * 6
+    assert run_cli("stop", str(job)).stdout.strip() == "the job has already finished"
