@@ -83,6 +83,14 @@ class LaunchPlan:
                         patterns=self.patterns, hang_startup_s=self.hang_startup_s, hang_steady_s=self.hang_steady_s,
                         progress_regex=self.progress_regex)
 
+    def log_paths(self, spec: RankSpec) -> Tuple[str, str]:
+        """Where the launcher finds a rank's stdout and stderr: its own files for a local rank, the
+        copies gathered from the agent's stream for a remote one."""
+        if spec.host in LOCAL_HOST_NAMES:
+            return spec.stdout_path, spec.stderr_path
+        gathered = os.path.join(self.attempt_dir, f"rank-{spec.rank}")
+        return os.path.join(gathered, "stdout.log"), os.path.join(gathered, "stderr.log")
+
     def is_local_only(self, local_names: Sequence[str] = LOCAL_HOST_NAMES) -> bool:
         return all(host in local_names for host in self.hosts)
 
@@ -229,7 +237,8 @@ class _Slot:
 
 def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
     config = job.config
-    rank_dir = os.path.join(job.attempt_dir, f"rank-{slot.rank}")
+    # a remote host keeps its own copy under hosts/<host>/; the launcher gathers rank-N/ (log_paths)
+    rank_dir = os.path.join(job.attempt_dir, *(() if slot.local else ("hosts", slot.host)), f"rank-{slot.rank}")
     plog_dir = os.path.join(rank_dir, "ascend")
     options: Dict[str, Any] = {}
     if config.session_options:

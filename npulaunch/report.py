@@ -7,7 +7,7 @@ from __future__ import annotations
 import resource
 import signal
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import rootcause
 from .agent.agent import AgentOutcome, RankResult, RankState
@@ -15,7 +15,6 @@ from .agent.tail import last_lines
 from .events import Event
 from .plan import LaunchPlan
 from .rootcause import rank_ranges, ranks_word
-from .spec import RankSpec
 
 LAST_LINES = 10
 EXIT_OK, EXIT_RANK_FAILED, EXIT_USAGE = 0, 1, 2
@@ -50,8 +49,8 @@ def exit_code_for(outcome: AgentOutcome) -> int:
     return EXIT_RANK_FAILED
 
 
-def _log_tail(spec: RankSpec) -> Dict[str, List[str]]:
-    return {"stdout": last_lines(spec.stdout_path, LAST_LINES), "stderr": last_lines(spec.stderr_path, LAST_LINES)}
+def _log_tail(paths: Tuple[str, str]) -> Dict[str, List[str]]:
+    return {"stdout": last_lines(paths[0], LAST_LINES), "stderr": last_lines(paths[1], LAST_LINES)}
 
 
 def build_report(plan: LaunchPlan, outcome: AgentOutcome, start_time: float, end_time: float,
@@ -65,19 +64,20 @@ def build_report(plan: LaunchPlan, outcome: AgentOutcome, start_time: float, end
     ranks = []
     for result in outcome.ranks:
         spec = specs[result.rank]
+        stdout, stderr = plan.log_paths(spec)
         ranks.append({
             "rank": result.rank, "host": result.host, "device_id": result.device_id, "pid": result.pid,
             "state": result.state.value, "start_time": result.start_time, "end_time": result.end_time,
             "duration_s": _duration(result), "exit_code": result.exit_code, "signal": result.signal,
-            "error": result.error, "stdout": spec.stdout_path, "stderr": spec.stderr_path,
-            "last_lines": _log_tail(spec),
+            "error": result.error, "stdout": stdout, "stderr": stderr,
+            "last_lines": _log_tail((stdout, stderr)),
         })
     root = None
     if cause is not None:
         result = next(r for r in outcome.ranks if r.rank == cause.rank)
-        spec = specs[cause.rank]
-        tail = _log_tail(spec)
-        log_path = spec.stderr_path if tail["stderr"] else spec.stdout_path
+        paths = plan.log_paths(specs[cause.rank])
+        tail = _log_tail(paths)
+        log_path = paths[1] if tail["stderr"] else paths[0]
         failed_itself = result.state in (RankState.FAILED, RankState.SPAWN_FAILED)
         if failed_itself:
             reason = f"rank {cause.rank} {describe_end(result)}"

@@ -46,9 +46,15 @@ def test_three_hosts_two_ranks_each(netns_hosts, tmp_path: Path, marker: str) ->
         env = json.loads(env_line.split("] ", 1)[1])
         assert (env["RANK_ID"], env["RANK_SIZE"], env["DEVICE_ID"]) == (str(rank), "6", str(rank % 2))
         assert env["NPULAUNCH_HOST"] == host and env["NPLTEST_MARKER"] == marker
-    summary = json.loads((tmp_path / "logs" / "mh" / "summary.json").read_text())
+    job = tmp_path / "logs" / "mh"
+    summary = json.loads((job / "summary.json").read_text())
     assert [r["state"] for r in summary["ranks"]] == ["succeeded"] * 6
     assert [r["host"] for r in summary["ranks"]] == ["h1", "h1", "h2", "h2", "h3", "h3"]
+    for rank in range(6):  # the launcher's copy (same layout as a local job) and the host's own
+        host = f"h{rank // 2 + 1}"
+        gathered = (job / f"rank-{rank}" / "stdout.log").read_text()
+        assert f"host {host}" in gathered and summary["ranks"][rank]["stdout"] == str(job / f"rank-{rank}" / "stdout.log")
+        assert (job / "hosts" / host / f"rank-{rank}" / "stdout.log").read_text() == gathered
 
 
 def test_a_failure_on_one_host_stops_every_host(netns_hosts, tmp_path: Path, marker: str) -> None:

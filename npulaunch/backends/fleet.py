@@ -46,6 +46,7 @@ class RemoteFleet:
         self._specs = {spec.rank: spec for spec in plan.ranks}
         self._channels: Dict[str, AgentChannel] = {}
         self._connections: Dict[str, Any] = {}
+        self._copies: Dict[tuple, Any] = {}  # (rank, stream) -> the launcher-side log file
         self._stopping = self._killed = False
         self.stop_signal: Optional[int] = None
 
@@ -98,6 +99,8 @@ class RemoteFleet:
             inbox.close()
             for channel in self._channels.values():
                 channel.close()
+            for copy in self._copies.values():
+                copy.close()
             os.close(wake_read)
             os.close(wake_write)
         for rank, spec in self._specs.items():  # a host lost before it reported: its ranks are unknown
@@ -147,7 +150,9 @@ class RemoteFleet:
                     finished: Set[str]) -> None:
         kind = message.get("type")
         if kind == "output":
-            self._output(self._specs[message["rank"]], message["stream"], message["lines"])
+            spec = self._specs[message["rank"]]
+            self._gather(spec, message["stream"], message["lines"])
+            self._output(spec, message["stream"], message["lines"])
         elif kind == "event":
             self._emit(event_from_message(message))
         elif kind == "done":
@@ -159,6 +164,16 @@ class RemoteFleet:
             self._emit(Event(EventKind.AGENT_LOST, self.plan.job_id, host, None,
                              {"exit_status": message.get("exit_status")}))
             self.stop(f"lost the agent of {host}")
+
+    def _gather(self, spec: RankSpec, stream: str, lines: List[str]) -> None:
+        """Keep a copy of every remote line in the launcher's job directory (rank-N/stdout.log)."""
+        copy = self._copies.get((spec.rank, stream))
+        if copy is None:
+            path = self.plan.log_paths(spec)[0 if stream == "stdout" else 1]
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            copy = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "w", encoding="utf-8")
+            self._copies[(spec.rank, stream)] = copy
+        copy.write("".join(line if line.endswith("\r") else line + "\n" for line in lines))
 
     def _on_signal(self, signum: int) -> None:
         if signum not in STOP_SIGNALS:
