@@ -81,7 +81,8 @@ class LaunchPlan:
                         forward_signals=self.forward_signals,
                         ranks=tuple(r for r in self.ranks if r.node_rank == node_rank),
                         patterns=self.patterns, hang_startup_s=self.hang_startup_s, hang_steady_s=self.hang_steady_s,
-                        progress_regex=self.progress_regex)
+                        progress_regex=self.progress_regex, rank_table=self.rank_table,
+                        rank_table_path=self.rank_table_path)
 
     def log_paths(self, spec: RankSpec) -> Tuple[str, str]:
         """Where the launcher finds a rank's stdout and stderr: its own files for a local rank, the

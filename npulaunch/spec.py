@@ -7,7 +7,7 @@ values; the agent only reads them. No decisions are made here.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,8 @@ class HostPlan:
     hang_startup_s: float = 0.0  # launch -> first line; 0 = not watched
     hang_steady_s: float = 0.0  # between lines once started; 0 = not watched
     progress_regex: str = ""  # when set, only lines matching it (and heartbeats) count as progress
+    rank_table: Optional[Dict[str, Any]] = None  # written by the agent at rank_table_path when missing
+    rank_table_path: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)

@@ -97,11 +97,11 @@ def test_host_plans_split_the_ranks_by_host(two_hosts: LaunchPlan) -> None:
 @pytest.mark.parametrize("rank, expected", [
     (0, {"RANK_ID": "0", "RANK_SIZE": "5", "DEVICE_ID": "0", "ASCEND_DEVICE_ID": "0", "JOB_ID": JOB_ID,
          "RANK_TABLE_FILE": f"{JOB_DIR}/rank_table.json", "HCCL_CONNECT_TIMEOUT": "600",
-         "HCCL_EXEC_TIMEOUT": "1800", "ASCEND_PROCESS_LOG_PATH": f"{JOB_DIR}/rank-0/ascend",
+         "HCCL_EXEC_TIMEOUT": "1800", "ASCEND_PROCESS_LOG_PATH": f"{JOB_DIR}/hosts/10.0.0.11/rank-0/ascend",
          "NPULAUNCH_LOCAL_RANK": "0", "NPULAUNCH_NODE_RANK": "0", "NPULAUNCH_HOST": "10.0.0.11"}),
     (4, {"RANK_ID": "4", "RANK_SIZE": "5", "DEVICE_ID": "5", "ASCEND_DEVICE_ID": "5", "JOB_ID": JOB_ID,
          "RANK_TABLE_FILE": f"{JOB_DIR}/rank_table.json", "HCCL_CONNECT_TIMEOUT": "600",
-         "HCCL_EXEC_TIMEOUT": "1800", "ASCEND_PROCESS_LOG_PATH": f"{JOB_DIR}/rank-4/ascend",
+         "HCCL_EXEC_TIMEOUT": "1800", "ASCEND_PROCESS_LOG_PATH": f"{JOB_DIR}/hosts/10.0.0.12/rank-4/ascend",
          "NPULAUNCH_LOCAL_RANK": "1", "NPULAUNCH_LOCAL_WORLD_SIZE": "2", "NPULAUNCH_NODE_RANK": "1",
          "NPULAUNCH_HOST": "10.0.0.12", "NPULAUNCH_JOB_UUID": "uuid-1"}),
 ])

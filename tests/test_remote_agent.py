@@ -118,3 +118,12 @@ def test_heartbeats_keep_it_going_and_stop_is_obeyed(agent_zip: str, tmp_path: P
     assert stop["reason"] == "rank 7 failed on another host"
     assert [r["state"] for r in channel.messages[-1]["ranks"]] == ["stopped", "stopped"]
     assert channel.messages[-1]["controller_lost"] == ""
+
+
+def test_the_agent_writes_the_rank_table_its_host_lacks(agent_zip: str, tmp_path: Path, marker: str) -> None:
+    data = plan(tmp_path, marker, "*=ok")
+    table = {"version": "1.0", "server_count": "1", "server_list": [], "status": "completed"}
+    data.update(rank_table=table, rank_table_path=str(tmp_path / "rank_table.json"))
+    channel = Channel(agent_zip, {"plan": data, "heartbeat_timeout_s": 0})
+    channel.pump(lambda: "done" in channel.kinds())
+    assert json.loads((tmp_path / "rank_table.json").read_text()) == table

@@ -9,6 +9,7 @@ whole: fail-fast is the supervisor's policy. Standard library only, Python 3.7+;
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -215,6 +216,7 @@ class Agent:
             procs.become_subreaper()
             self._guard = Guard(self.plan.job_uuid)
             os.makedirs(self.plan.job_dir, mode=0o700, exist_ok=True)
+            self._write_rank_table()
             self._start_all()
             while True:
                 self._reap()
@@ -268,6 +270,17 @@ class Agent:
             self.stop(f"npulaunch received {name}")
         else:
             self.kill(f"npulaunch received {name} again while stopping")
+
+    def _write_rank_table(self) -> None:
+        """On a remote host the launcher's rank table does not exist: write the host's own copy."""
+        path, table = self.plan.rank_table_path, self.plan.rank_table
+        if path and table is not None and not os.path.exists(path):
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:  # another agent of a host sharing this filesystem wrote it
+                return
+            with os.fdopen(fd, "w") as handle:
+                json.dump(table, handle, indent=2)
 
     def _start_all(self) -> None:
         self._emit(EventKind.JOB_STARTED, ranks=[r.spec.rank for r in self.ranks], pid=os.getpid())
