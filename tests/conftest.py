@@ -113,6 +113,24 @@ def marker(request) -> str:
     assert survivors and not leftover, f"processes survived the test: {leftover}"
 
 
+def host_plan(tmp_path: Path, marker: str, *rank_args: str, ranks: int = 2, grace: float = 1.0):
+    """A HostPlan of ``ranks`` tests/ranks/rank.py ranks on this host, marked with ``marker``."""
+    from npulaunch.spec import HostPlan, RankSpec
+
+    specs = []
+    for rank in range(ranks):
+        rank_dir = tmp_path / f"rank-{rank}"
+        specs.append(RankSpec(
+            rank=rank, local_rank=rank, world_size=ranks, host="localhost", node_rank=0, device_id=rank,
+            argv=(sys.executable, str(RANKS / "rank.py"), *rank_args), cwd=str(tmp_path),
+            env={"RANK_ID": str(rank), "NPLTEST_MARKER": marker, "NPULAUNCH_JOB_UUID": marker},
+            env_unset=(), env_sources={}, session_options={}, rank_dir=str(rank_dir),
+            stdout_path=str(rank_dir / "stdout.log"), stderr_path=str(rank_dir / "stderr.log"),
+            plog_dir=str(rank_dir / "ascend")))
+    return HostPlan(job_id="t", job_uuid=marker, host="localhost", node_rank=0, job_dir=str(tmp_path),
+                    grace_period_s=grace, ranks=tuple(specs))
+
+
 def job_dirs(log_root: Path) -> Sequence[Path]:
     return sorted(p for p in log_root.iterdir() if p.is_dir()) if log_root.exists() else []
 

@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import RANKS, live_pids, wait_until
+from conftest import host_plan, live_pids, wait_until
 
 from npulaunch.agent.agent import Agent, RankState
-from npulaunch.spec import HostPlan, RankSpec
-
-
-def host_plan(tmp_path: Path, marker: str, *rank_args: str, ranks: int = 2) -> HostPlan:
-    specs = []
-    for rank in range(ranks):
-        rank_dir = tmp_path / f"rank-{rank}"
-        specs.append(RankSpec(
-            rank=rank, local_rank=rank, world_size=ranks, host="localhost", node_rank=0, device_id=rank,
-            argv=(sys.executable, str(RANKS / "rank.py"), *rank_args), cwd=str(tmp_path),
-            env={"RANK_ID": str(rank), "NPLTEST_MARKER": marker, "NPULAUNCH_JOB_UUID": marker},
-            env_unset=(), env_sources={}, session_options={}, rank_dir=str(rank_dir),
-            stdout_path=str(rank_dir / "stdout.log"), stderr_path=str(rank_dir / "stderr.log"),
-            plog_dir=str(rank_dir / "ascend")))
-    return HostPlan(job_id="t", job_uuid=marker, host="localhost", node_rank=0, job_dir=str(tmp_path),
-                    grace_period_s=1.0, ranks=tuple(specs))
 
 
 def test_an_error_in_the_launcher_kills_every_rank(tmp_path: Path, marker: str) -> None:

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-from conftest import RANKS, live_pids, wait_until
+from conftest import host_plan, live_pids, wait_until
 from test_compat import python37
 
 from npulaunch.agent.ship import build_agent_zip
-from npulaunch.spec import HostPlan, RankSpec
 
 
 @pytest.fixture(scope="module")
@@ -28,19 +27,8 @@ def agent_zip(tmp_path_factory) -> str:
     return path
 
 
-def plan(tmp_path: Path, marker: str, *rank_args: str, ranks: int = 2, grace: float = 1.0) -> Dict:
-    specs = []
-    for rank in range(ranks):
-        rank_dir = tmp_path / f"rank-{rank}"
-        specs.append(RankSpec(
-            rank=rank, local_rank=rank, world_size=ranks, host="localhost", node_rank=0, device_id=rank,
-            argv=(sys.executable, str(RANKS / "rank.py"), *rank_args), cwd=str(tmp_path),
-            env={"RANK_ID": str(rank), "NPLTEST_MARKER": marker, "PYTHONPATH": str(RANKS.parent.parent)},
-            env_unset=(), env_sources={}, session_options={}, rank_dir=str(rank_dir),
-            stdout_path=str(rank_dir / "stdout.log"), stderr_path=str(rank_dir / "stderr.log"),
-            plog_dir=str(rank_dir / "ascend")))
-    return HostPlan(job_id="remote", job_uuid=marker, host="localhost", node_rank=0, job_dir=str(tmp_path),
-                    grace_period_s=grace, ranks=tuple(specs)).to_dict()
+def plan(tmp_path: Path, marker: str, *rank_args: str) -> Dict:
+    return host_plan(tmp_path, marker, *rank_args).to_dict()
 
 
 class Channel:
