@@ -21,6 +21,7 @@ from typing import List
 SSHD = "/usr/sbin/sshd"
 PREFIX = "10.79.0"  # the test subnet: bridge .1, hosts .11, .12, ...
 BRIDGE = "npltest0"
+NS_PREFIX = "npltest-"  # namespace names: npltest-h1, ...; leftovers of a crashed run are removed on up()
 
 
 def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -42,6 +43,14 @@ class TestHost:
     name: str
     address: str
     directory: Path
+
+    @property
+    def netns(self) -> str:
+        return NS_PREFIX + self.name
+
+    @property
+    def veth(self) -> str:
+        return "nplv-" + self.name
 
     @property
     def pid(self) -> int:
@@ -70,6 +79,7 @@ class NetnsHosts:
         return self.root / "ssh_config"
 
     def up(self) -> "NetnsHosts":
+        remove_leftovers()
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
@@ -81,7 +91,9 @@ class NetnsHosts:
         run("ip", "link", "set", BRIDGE, "up")
         etc_hosts = "127.0.0.1 localhost\n" + "".join(f"{PREFIX}.{10 + i} h{i}\n" for i in range(1, self.count + 1))
         for i in range(1, self.count + 1):
-            self.hosts.append(self._host_up(f"h{i}", f"{PREFIX}.{10 + i}", etc_hosts))
+            host = TestHost(f"h{i}", f"{PREFIX}.{10 + i}", self.root / f"h{i}")
+            self.hosts.append(host)  # before it exists: down() cleans up a half-made host too
+            self._host_up(host, etc_hosts)
         known, config = [], []
         for host in self.hosts:
             key = (host.directory / "host_ed25519.pub").read_text().split()[:2]
@@ -93,17 +105,17 @@ class NetnsHosts:
         self.ssh_config.write_text("".join(config))
         return self
 
-    def _host_up(self, name: str, address: str, etc_hosts: str) -> TestHost:
-        directory = self.root / name
+    def _host_up(self, host: TestHost, etc_hosts: str) -> None:
+        directory, name, address, ns = host.directory, host.name, host.address, host.netns
         directory.mkdir(exist_ok=True)
-        run("ip", "netns", "add", name)
-        run("ip", "link", "add", f"veth-{name}", "type", "veth", "peer", "name", "eth0", "netns", name)
-        run("ip", "link", "set", f"veth-{name}", "master", BRIDGE, "up")
-        run("ip", "-n", name, "link", "set", "lo", "up")
-        run("ip", "-n", name, "addr", "add", f"{address}/24", "dev", "eth0")
-        run("ip", "-n", name, "link", "set", "eth0", "up")
-        Path(f"/etc/netns/{name}").mkdir(parents=True, exist_ok=True)
-        Path(f"/etc/netns/{name}/hosts").write_text(etc_hosts)
+        run("ip", "netns", "add", ns)
+        run("ip", "link", "add", host.veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        run("ip", "link", "set", host.veth, "master", BRIDGE, "up")
+        run("ip", "-n", ns, "link", "set", "lo", "up")
+        run("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+        run("ip", "-n", ns, "link", "set", "eth0", "up")
+        Path(f"/etc/netns/{ns}").mkdir(parents=True, exist_ok=True)
+        Path(f"/etc/netns/{ns}/hosts").write_text(etc_hosts)
         uts = directory / "uts"
         uts.touch()
         run("unshare", f"--uts={uts}", "hostname", name)
@@ -114,32 +126,47 @@ class NetnsHosts:
             "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
             "StrictModes no\nUseDNS no\nPrintMotd no\nPrintLastLog no\nX11Forwarding no\nMaxStartups 200:30:400\n"
             f"MaxSessions 200\nSubsystem sftp /usr/lib/openssh/sftp-server\nSetEnv PATH={os.environ['PATH']}\n")
-        run("ip", "netns", "exec", name, "nsenter", f"--uts={uts}", "--", SSHD, "-f", str(directory / "sshd_config"),
+        run("ip", "netns", "exec", ns, "nsenter", f"--uts={uts}", "--", SSHD, "-f", str(directory / "sshd_config"),
             "-E", str(directory / "sshd.log"))
-        host = TestHost(name, address, directory)
         deadline = time.monotonic() + 5
         while not host.pid and time.monotonic() < deadline:
             time.sleep(0.05)
         if not host.pid:
             raise RuntimeError(f"sshd for {name} did not start: {(directory / 'sshd.log').read_text()}")
-        return host
 
     def down(self) -> None:
         """Stop every sshd and every process left on the hosts; remove namespaces and the bridge."""
         for host in self.hosts:
-            pids = run("ip", "netns", "pids", host.name, check=False).stdout.split()
-            for pid in [host.pid, *map(int, pids)]:
-                if pid:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-            run("ip", "netns", "del", host.name, check=False)
+            _remove_namespace(host.netns, extra_pid=host.pid)
             run("umount", str(host.directory / "uts"), check=False)
-            shutil.rmtree(f"/etc/netns/{host.name}", ignore_errors=True)
         run("ip", "link", "del", BRIDGE, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def set_link(self, host: TestHost, up: bool) -> None:
         """Cut (or restore) a host's network: its veth goes down."""
-        run("ip", "link", "set", f"veth-{host.name}", "up" if up else "down")
+        run("ip", "link", "set", host.veth, "up" if up else "down")
+
+
+def _remove_namespace(ns: str, extra_pid: int = 0) -> None:
+    pids = run("ip", "netns", "pids", ns, check=False).stdout.split()
+    for pid in [extra_pid, *map(int, pids)]:
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    run("ip", "netns", "del", ns, check=False)
+    shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
+
+
+def remove_leftovers() -> None:
+    """Namespaces, veths and the bridge a crashed earlier run left behind (ours by their prefix)."""
+    for line in run("ip", "netns", "list", check=False).stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if name.startswith(NS_PREFIX):
+            _remove_namespace(name)
+    for line in run("ip", "-o", "link", "show", check=False).stdout.splitlines():
+        fields = line.split(":")
+        if len(fields) > 1 and fields[1].strip().split("@")[0].startswith("nplv-"):
+            run("ip", "link", "del", fields[1].strip().split("@")[0], check=False)
+    run("ip", "link", "del", BRIDGE, check=False)
