@@ -55,7 +55,12 @@ class Event:
 
     @classmethod
     def from_json(cls, line: str) -> "Event":
-        record = json.loads(line)
+        return cls.from_record(json.loads(line))
+
+    @classmethod
+    def from_record(cls, record: Dict[str, Any]) -> "Event":
+        """The inverse of to_json, from the decoded object (extra keys become data)."""
+        record = dict(record)
         kind = EventKind(record.pop("kind"))
         return cls(
             kind=kind,

@@ -66,10 +66,10 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
         key=lambda s: (s[0], s[1]))
     hang = next((e for e in events if e.kind is EventKind.HANG_DETECTED), None)
     if candidates:
-        when, rank, event = min(candidates, key=lambda c: (c[0], c[1]))
+        _, rank, event = min(candidates, key=lambda c: (c[0], c[1]))
         why = "the earliest failure that is a cause"
     elif symptoms:
-        when, rank, event = symptoms[0]
+        _, rank, event = symptoms[0]
         why = "no rank reported a cause; this is the earliest symptom"
     elif hang is not None:
         return _hang_cause(by_rank, hang, first)

@@ -30,12 +30,6 @@ HEARTBEAT_INTERVAL_S = 2.0
 HEARTBEAT_TIMEOUT_S = 15.0  # an agent that hears nothing for this long stops its ranks
 
 
-def event_from_message(message: Dict[str, Any]) -> Event:
-    data = {k: v for k, v in message.items() if k not in ("type", "kind", "time", "job_id", "host", "rank")}
-    return Event(EventKind(message["kind"]), message["job_id"], message["host"], message.get("rank"), data,
-                 message["time"])
-
-
 class RemoteFleet:
     def __init__(self, plan: LaunchPlan, emit: Callable[[Event], None],
                  output: Callable[[RankSpec, str, List[str]], None], targets: Dict[str, SshTarget],
@@ -154,7 +148,7 @@ class RemoteFleet:
             self._gather(spec, message["stream"], message["lines"])
             self._output(spec, message["stream"], message["lines"])
         elif kind == "event":
-            self._emit(event_from_message(message))
+            self._emit(Event.from_record({k: v for k, v in message.items() if k != "type"}))
         elif kind == "done":
             for data in message["ranks"]:
                 results[data["rank"]] = RankResult(**dict(data, state=RankState(data["state"])))

@@ -140,11 +140,6 @@ class AgentChannel:
             except OSError:  # the pipe is full: the loop is awake anyway
                 pass
 
-    def close_input(self) -> None:
-        """End the agent's stdin, as a dying launcher would."""
-        if self._channel is not None:
-            self._channel.shutdown_write()
-
     def close(self) -> None:
         if self._channel is not None:
             self._channel.close()
