@@ -134,38 +134,9 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     hosts = _parse_hosts(check, top.get("hosts"))
     env = parse_env(check, top.get("env"))
     options = parse_session_options(check, top.get("session_options"))
-    rank_table = RankTableMode.AUTO
-    if "rank_table" in top:
-        rank_table = check.choice(top["rank_table"], ("rank_table",), RankTableMode) or RankTableMode.AUTO
-    injection = Injection.OFF
-    if "session_injection" in top:
-        given = {True: "auto", False: "off"}.get(top["session_injection"], top["session_injection"])  # YAML on/off
-        injection = check.choice(given, ("session_injection",), Injection) or injection
-    precedence = Precedence.SCRIPT
-    if "session_precedence" in top:
-        precedence = check.choice(top["session_precedence"], ("session_precedence",), Precedence) or precedence
-    cpu_fallback = top.get("cpu_fallback", False)
-    if not isinstance(cpu_fallback, bool):
-        check.add(("cpu_fallback",), describe(cpu_fallback), "true or false")
-        cpu_fallback = False
+    switches = _parse_switches(check, top)
     monitor = parse_monitor(check, top.get("monitor"))
     ssh = _parse_ssh(check, top.get("ssh"))
-    data_preprocess = top.get("data_preprocess", "off")
-    data_preprocess = "off" if data_preprocess is False else data_preprocess  # YAML reads off as false
-    if data_preprocess not in ("off", "host_main"):
-        check.add(("data_preprocess",), describe(top["data_preprocess"]), "one of off, host_main")
-    elif data_preprocess == "host_main":
-        for name in ("local_rank_id", "local_device_list"):
-            if name in (top.get("session_options") or {}):
-                check.add(("session_options", name), f"{name} with data_preprocess: host_main", "one of them",
-                          "data_preprocess: host_main sets it for every rank")
-    product = None
-    if "product" in top:
-        if top["product"] in PRODUCTS:
-            product = top["product"]
-        else:
-            hint = did_you_mean(top["product"], PRODUCTS) if isinstance(top["product"], str) else ""
-            check.add(("product",), describe(top["product"]), "one of " + ", ".join(PRODUCTS), hint)
     if check.problems:
         raise ConfigError(check.problems)
     assert job is not None
@@ -177,10 +148,44 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
         given = isinstance(entry, dict) and "devices" in entry
         sources[f"hosts[{index}].devices"] = "yaml" if given else "default"
     return ClusterConfig(source=doc.source, job=job, hosts=hosts, env=env, session_options=options,
-                         rank_table=rank_table, sources=sources, document=doc, product=product,
-                         warnings=tuple(check.warnings), session_injection=injection,
-                         session_precedence=precedence, cpu_fallback=cpu_fallback,
-                         data_preprocess=data_preprocess == "host_main", monitor=monitor, ssh=ssh)
+                         sources=sources, document=doc, warnings=tuple(check.warnings), monitor=monitor, ssh=ssh,
+                         **switches)
+
+
+def _parse_switches(check: Checker, top: Dict[str, Any]) -> Dict[str, Any]:
+    """The top-level settings that pick a mode: rank_table, session_injection, session_precedence,
+    cpu_fallback, data_preprocess, product (ClusterConfig keyword arguments)."""
+    found: Dict[str, Any] = {"rank_table": RankTableMode.AUTO, "session_injection": Injection.OFF,
+                             "session_precedence": Precedence.SCRIPT, "cpu_fallback": False, "product": None}
+    if "rank_table" in top:
+        found["rank_table"] = check.choice(top["rank_table"], ("rank_table",), RankTableMode) or RankTableMode.AUTO
+    if "session_injection" in top:
+        given = {True: "auto", False: "off"}.get(top["session_injection"], top["session_injection"])  # YAML on/off
+        found["session_injection"] = check.choice(given, ("session_injection",), Injection) or Injection.OFF
+    if "session_precedence" in top:
+        found["session_precedence"] = check.choice(top["session_precedence"], ("session_precedence",),
+                                                   Precedence) or Precedence.SCRIPT
+    if not isinstance(top.get("cpu_fallback", False), bool):
+        check.add(("cpu_fallback",), describe(top["cpu_fallback"]), "true or false")
+    else:
+        found["cpu_fallback"] = top.get("cpu_fallback", False)
+    data_preprocess = top.get("data_preprocess", "off")
+    data_preprocess = "off" if data_preprocess is False else data_preprocess  # YAML reads off as false
+    if data_preprocess not in ("off", "host_main"):
+        check.add(("data_preprocess",), describe(top["data_preprocess"]), "one of off, host_main")
+    elif data_preprocess == "host_main":
+        for name in ("local_rank_id", "local_device_list"):
+            if name in (top.get("session_options") or {}):
+                check.add(("session_options", name), f"{name} with data_preprocess: host_main", "one of them",
+                          "data_preprocess: host_main sets it for every rank")
+    found["data_preprocess"] = data_preprocess == "host_main"
+    if "product" in top:
+        if top["product"] in PRODUCTS:
+            found["product"] = top["product"]
+        else:
+            hint = did_you_mean(top["product"], PRODUCTS) if isinstance(top["product"], str) else ""
+            check.add(("product",), describe(top["product"]), "one of " + ", ".join(PRODUCTS), hint)
+    return found
 
 
 def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Optional[JobConfig]:

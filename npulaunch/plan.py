@@ -148,15 +148,7 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
                      "local_device_list (its host's devices, which the host's main process feeds)")
     if config.session_options:
         warnings.extend(shared_dir_warnings([(r.host, r.rank, r.session_options) for r in ranks]))
-    if config.session_injection is Injection.AUTO:
-        notes.append(f"session_injection: auto: ranks start with {INJECTION_DIR} first on PYTHONPATH; its "
-                     "sitecustomize merges the options into every TensorFlow session")
-    if "session_device_id" in config.session_options:
-        device = config.session_options["session_device_id"]
-        notes.append(f"session_device_id {device} overrides ASCEND_DEVICE_ID: every rank's session uses device "
-                     f"{device}, whatever its DEVICE_ID")
-        if any(len(devices) > 1 for devices in devices_by_host):
-            warnings.append(f"warning: session_device_id {device} puts every rank of a host on the same device")
+    _session_notes(config, devices_by_host, notes, warnings)
     return LaunchPlan(job_id=job_id, job_uuid=job_uuid, job_name=config.job.name, job_dir=job_dir,
                       config_source=config.source, world_size=world_size,
                       hosts=tuple(h.host for h in config.hosts), ranks=tuple(ranks), rank_table=table,
@@ -166,6 +158,20 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
                       hang_steady_s=steady_s, patterns=tuple(config.monitor.get("patterns", ())), attempt=attempt,
                       progress_regex=config.monitor.get("progress_regex") or "",
                       max_restarts=config.job.max_restarts)
+
+
+def _session_notes(config: ClusterConfig, devices_by_host: Sequence[Tuple[int, ...]], notes: List[str],
+                   warnings: List[str]) -> None:
+    """What the plan says about how the session options reach the ranks."""
+    if config.session_injection is Injection.AUTO:
+        notes.append(f"session_injection: auto: ranks start with {INJECTION_DIR} first on PYTHONPATH; its "
+                     "sitecustomize merges the options into every TensorFlow session")
+    if "session_device_id" in config.session_options:
+        device = config.session_options["session_device_id"]
+        notes.append(f"session_device_id {device} overrides ASCEND_DEVICE_ID: every rank's session uses device "
+                     f"{device}, whatever its DEVICE_ID")
+        if any(len(devices) > 1 for devices in devices_by_host):
+            warnings.append(f"warning: session_device_id {device} puts every rank of a host on the same device")
 
 
 COMPILE_ALLOWANCE_S = 1800  # graph compilation before the first line, on top of HCCL's connect timeout
