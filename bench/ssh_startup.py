@@ -1,12 +1,18 @@
 """Multi-host start-up over SSH: time from `npulaunch run` to every rank started, and to the end
 of a job of trivial ranks, for 1, 3 and 6 test hosts (network namespaces with their own sshd, as
 in the tests; needs root, iproute2, util-linux, openssh-server and the ssh extra). Also: time
-from a remote rank's failure to the launcher's exit. Usage: sudo python3 bench/ssh_startup.py"""
+from a remote rank's failure to the launcher's exit. Usage: sudo python3 bench/ssh_startup.py
+
+Besides wall times it reports the launcher's own CPU time and the CPU time the whole machine
+spent (every sshd, login shell, agent and rank of every test host, since they all share this
+machine's cores): when the machine's CPU time approaches cores x wall time, the start-up is
+bound by the hosts' shared CPU, not by anything serial in the launcher."""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,15 +38,27 @@ ssh: {{user: root, identity_file: {hosts.client_key}, known_hosts: {hosts.known_
     return config
 
 
+def busy_cpu_s() -> float:
+    """CPU seconds every core of this machine has spent not idle, since boot (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # minus idle and iowait
+
+
 def once(config: Path, job_id: str) -> tuple:
+    """(run -> all started, run -> done, failure -> exit, launcher CPU s, whole machine's CPU s)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy = busy_cpu_s()
     start = time.time()
     subprocess.run([sys.executable, "-m", "npulaunch", "run", str(config), "--job-id", job_id],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     end = time.time()
+    busy = busy_cpu_s() - busy
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    launcher = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
     events = [json.loads(line) for line in (config.parent / "logs" / job_id / "events.jsonl").read_text().splitlines()]
     started = max(e["time"] for e in events if e["kind"] == "rank_started")
     failed = [e["time"] for e in events if e["kind"] == "rank_exited" and e.get("state") == "failed"]
-    return started - start, end - start, (end - min(failed)) if failed else None
+    return started - start, end - start, (end - min(failed)) if failed else None, launcher, busy
 
 
 def main() -> None:
@@ -48,12 +66,14 @@ def main() -> None:
     hosts = NetnsHosts(root / "hosts", 6).up()
     try:
         print(f"machine: {os.cpu_count()} cores; 2 trivial ranks per host; 5 runs, medians")
-        print("| hosts | ranks | run -> all ranks started | run -> job done |\n|---:|---:|---:|---:|")
+        print("| hosts | ranks | run -> all ranks started | run -> job done | launcher CPU | machine CPU |\n"
+              "|---:|---:|---:|---:|---:|---:|")
         for count in (1, 3, 6):
             config = job(root, hosts, count, "print(1)")
             runs = [once(config, f"s{count}-{i}") for i in range(5)]
             print(f"| {count} | {2 * count} | {statistics.median(r[0] for r in runs):.2f} s | "
-                  f"{statistics.median(r[1] for r in runs):.2f} s |")
+                  f"{statistics.median(r[1] for r in runs):.2f} s | {statistics.median(r[3] for r in runs):.2f} s | "
+                  f"{statistics.median(r[4] for r in runs):.2f} s |")
         config = job(root, hosts, 3, "import os, time, sys; time.sleep(1); "
                                      "sys.exit(3 if os.environ['RANK_ID'] == '3' else 0) if os.environ['RANK_ID'] == '3' "
                                      "else time.sleep(60)")

@@ -60,9 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Print the launch plan without starting anything.")
     _add_job_flags(plan)
     plan.add_argument("--json", action="store_true", help="the full plan as JSON (environments included)")
-    check = commands.add_parser("check", help="validate the configuration and this host; start nothing",
-                                description="Validate, plan and check this host; exit 0 or 2.")
+    check = commands.add_parser("check", help="validate the configuration and every host; start nothing",
+                                description="Validate and plan the job, and check this host (or every host "
+                                            "over SSH: the same preflight as run); exit 0 or 2.")
     _add_job_flags(check)
+    check.add_argument("--offline", action="store_true",
+                       help="do not connect to remote hosts: check the config and the plan only")
     for name, what in (("status", "print each rank's state, last line and silence, running or finished"),
                        ("report", "print a finished job's report again"),
                        ("stop", "stop a running job from another terminal, on every host")):
@@ -127,20 +130,13 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
         max_restarts=args.max_restarts)
 
 
-def _prepare(args: argparse.Namespace, command: Optional[List[str]], attempts: bool = False) -> Any:
-    """Config -> plan, the steps shared by run, plan and check. With ``attempts``, a function
-    attempt -> plan instead (a restarted job is planned again: fresh ports, its own directory)."""
-    import shutil
+def _load(args: argparse.Namespace, command: Optional[List[str]]) -> Tuple[Any, str, str]:
+    """The config with the command line's overrides, its job id and where that id came from."""
     import time
 
     from .config import load_config
-    from .discovery import (
-        discover_device_ips,
-        discover_usable_devices,
-        free_loopback_ports,
-    )
     from .overrides import apply_overrides, config_from_cli
-    from .plan import Discovery, build_plan, default_job_id
+    from .plan import default_job_id
 
     overrides = _overrides(args, command)
     if args.config:
@@ -148,26 +144,45 @@ def _prepare(args: argparse.Namespace, command: Optional[List[str]], attempts: b
     else:
         config = config_from_cli(overrides, os.getcwd())
     if overrides.job_id is not None:
-        job_id, source = overrides.job_id, "cli"
-    elif config.job.id is not None:
-        job_id, source = config.job.id, "yaml"
-    else:
-        job_id = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
-        source = "default (job.name and the time)"
+        return config, overrides.job_id, "cli"
+    if config.job.id is not None:
+        return config, config.job.id, "yaml"
+    job_id = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
+    return config, job_id, "default (job.name and the time)"
+
+
+def _planner(config: Any, job_id: str, source: str, remote: Any = None) -> Callable[[int], Any]:
+    """attempt -> plan (a restarted job is planned again: fresh ports, its own directory).
+    ``remote``: what the remote hosts' preflight found (their NPUs and device IPs)."""
+    import shutil
+
+    from .discovery import (
+        discover_device_ips,
+        discover_usable_devices,
+        free_loopback_ports,
+    )
+    from .plan import Discovery, build_plan
+
     discovery = Discovery(devices=discover_usable_devices, device_ips=discover_device_ips,
-                          free_ports=free_loopback_ports, npu_present=lambda: shutil.which("npu-smi") is not None)
-    if not attempts:
-        return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source)
+                          free_ports=free_loopback_ports, npu_present=lambda: shutil.which("npu-smi") is not None,
+                          remote=remote)
     restarted = config.job.max_restarts > 0
-    first = build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source,
-                       attempt=1 if restarted else 0)
+    first: List[Any] = []  # attempt 1 is planned once, whoever asks first
 
     def plan_for(attempt: int) -> Any:
-        if attempt == 1:
-            return first
-        return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source, attempt=attempt)
+        if attempt > 1:
+            return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source, attempt=attempt)
+        if not first:
+            first.append(build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source,
+                                    attempt=1 if restarted else 0))
+        return first[0]
 
-    return plan_for, config
+    return plan_for
+
+
+def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
+    """Config -> plan, for the commands that only look (plan)."""
+    return _planner(*_load(args, command))(1)
 
 
 def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
@@ -186,14 +201,21 @@ def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from .preflight import check_local
 
-    plan = _prepare(args, command)
+    config, job_id, source = _load(args, command)
+    fleet = _open_fleet(config, job_id, source) if _is_remote(config) and not args.offline else None
+    try:
+        plan = _planner(config, job_id, source, fleet.facts if fleet else None)(1)
+    finally:
+        if fleet is not None:
+            fleet.close()
     if plan.is_local_only():
         check_local(plan, os.environ)
     for note in plan.notes:
         print(f"note: {note}")
-    for warning in plan.warnings:
+    for warning in plan.warnings + tuple(fleet.warnings if fleet else ()):
         print(warning)
-    print(f"ok: {plan.world_size} ranks on {len(plan.hosts)} host(s); nothing was started")
+    hosts = f"{len(plan.hosts)} host(s)" + (", each checked over SSH" if fleet else "")
+    print(f"ok: {plan.world_size} ranks on {hosts}; nothing was started")
     return 0
 
 
@@ -209,9 +231,25 @@ def _console(plan: Any, ranks: Optional[set], live: bool) -> Any:
     return Console(plan.console, ranks=ranks, show_host=len(plan.hosts) > 1)
 
 
-def _ssh_fleet(config: Any) -> Callable[..., Any]:
-    """What runs a multi-host job: one agent per host over SSH (Fabric is imported only now)."""
-    from .backends.fleet import RemoteFleet
+def _is_remote(config: Any) -> bool:
+    from .plan import LOCAL_HOST_NAMES
+
+    return any(host.host not in LOCAL_HOST_NAMES for host in config.hosts)
+
+
+def _open_fleet(config: Any, job_id: str, source: str) -> Any:
+    """Connect to every host, ship the agent and run the preflight probe there (Fabric is
+    imported only now). Raises BackendError, listing every host's problem, if any host fails.
+    What can be checked offline is checked first: a plan without the hosts' facts (unless a
+    remote host's devices are only known from its npu-smi), so a bad config never waits on SSH."""
+    from .config import ALL_DEVICES
+    from .plan import LOCAL_HOST_NAMES
+
+    if not any(h.devices == ALL_DEVICES and h.host not in LOCAL_HOST_NAMES for h in config.hosts):
+        _planner(config, job_id, source)(1)
+
+    from .backends.fleet import Fleet
+    from .backends.remotecheck import probe_asks
     from .backends.sshchannel import SshTarget
 
     ssh = config.ssh
@@ -225,31 +263,37 @@ def _ssh_fleet(config: Any) -> Callable[..., Any]:
                                        ssh_config=paths["config"],
                                        accept_unknown_hosts=bool(login.get("accept_unknown_hosts", False)),
                                        connect_timeout_s=float(login.get("connect_timeout_s", 10.0)))
-
-    def make(plan: Any, on_event: Any, on_output: Any) -> Any:
-        return RemoteFleet(plan, on_event, on_output, targets, parallel=int(ssh.get("parallel", 32)))
-
-    return make
+    return Fleet(targets, parallel=int(ssh.get("parallel", 32))).open(probe_asks(config, job_id))
 
 
 def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from .preflight import check_local
     from .supervisor import run_with_restarts
 
-    plan_for, config = _prepare(args, command, attempts=True)
-    plan = plan_for(1)
-    make_agents = None
-    if plan.is_local_only():
-        check_local(plan, os.environ)
-    else:
-        make_agents = _ssh_fleet(config)
-    shown = set(_parse_devices(args.ranks, "--ranks", 100000)) if args.ranks else None
-    console = _console(plan, shown, live=not args.no_live)
-    for note in plan.notes:
-        console.message(f"note: {note}")
-    for warning in plan.warnings:
-        console.message(warning)
-    return run_with_restarts(plan_for, console, plan.max_restarts, make_agents=make_agents).exit_code
+    config, job_id, source = _load(args, command)
+    fleet = _open_fleet(config, job_id, source) if _is_remote(config) else None
+    try:
+        plan_for = _planner(config, job_id, source, fleet.facts if fleet else None)
+        plan = plan_for(1)
+        make_agents = None
+        if fleet is None:
+            check_local(plan, os.environ)
+        else:
+            from .backends.fleet import RemoteFleet
+
+            def make_agents(plan: Any, on_event: Any, on_output: Any) -> Any:
+                return RemoteFleet(plan, on_event, on_output, fleet)
+
+        shown = set(_parse_devices(args.ranks, "--ranks", 100000)) if args.ranks else None
+        console = _console(plan, shown, live=not args.no_live)
+        for note in plan.notes:
+            console.message(f"note: {note}")
+        for warning in plan.warnings:
+            console.message(warning)
+        return run_with_restarts(plan_for, console, plan.max_restarts, make_agents=make_agents).exit_code
+    finally:
+        if fleet is not None:
+            fleet.close()
 
 
 def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:

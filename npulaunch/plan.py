@@ -10,7 +10,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .config import (
     ClusterConfig,
@@ -20,6 +20,7 @@ from .config import (
     RankTableMode,
     validate_job_id,
 )
+from .discovery import USABLE_HEALTH
 from .errors import ConfigError, ConfigProblem, PlanError
 from .rankenv import RankContext, build_rank_env
 from .ranktable import RANK_TABLE_FILENAME, build_rank_table, rank_table_problems
@@ -42,6 +43,9 @@ class Discovery:
     local_names: Tuple[str, ...] = LOCAL_HOST_NAMES
     free_ports: Callable[[int], Sequence[int]] = lambda count: tuple(range(29500, 29500 + count))
     npu_present: Callable[[], bool] = lambda: False
+    # What each remote host's preflight probe found ("npus": [[id, health], ...] or None,
+    # "device_ips": {"id": address or None} or None); None when no host was probed (``plan``).
+    remote: Optional[Mapping[str, Mapping[str, Any]]] = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,9 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
                    for index, (host, devices) in enumerate(zip(config.hosts, devices_by_host))]
 
     job_dir = os.path.join(config.job.log_dir, job_id)
-    table, table_path = _decide_rank_table(config, devices_by_host, ips_by_host, job_dir, notes)
+    unprobed = discovery.remote is None and any(ips is None and host.host not in discovery.local_names
+                                                for host, ips in zip(config.hosts, ips_by_host))
+    table, table_path = _decide_rank_table(config, devices_by_host, ips_by_host, job_dir, notes, unprobed)
     world_size = sum(len(devices) for devices in devices_by_host)
     warnings: List[str] = []
     if config.session_options or config.env or config.warnings:  # the catalog costs ~15 ms to import
@@ -281,9 +287,7 @@ def _resolve_devices(config: ClusterConfig, index: int, host: HostConfig, discov
         return host.devices
     key = f"hosts[{index}].devices"
     if host.host not in discovery.local_names:
-        raise ConfigError([config.problem(host.path + ("devices",), '"all" on a remote host',
-                                          "a list of device ids or a count for remote hosts",
-                                          "remote discovery happens in the SSH preflight")])
+        return _remote_devices(config, host, discovery, sources, key)
     try:
         found = tuple(discovery.devices())
     except PlanError as exc:
@@ -295,27 +299,60 @@ def _resolve_devices(config: ClusterConfig, index: int, host: HostConfig, discov
     return found
 
 
+def _remote_devices(config: ClusterConfig, host: HostConfig, discovery: Discovery, sources: Dict[str, str],
+                    key: str) -> Tuple[int, ...]:
+    """``devices: all`` of a remote host, from its preflight probe's npu-smi."""
+    path = host.path + ("devices",)
+    if discovery.remote is None:
+        raise ConfigError([config.problem(path, '"all" on a remote host', "a list of device ids or a count",
+                                          "a remote host's NPUs are listed by its npu-smi when the job starts "
+                                          "(npulaunch run or check); the plan alone cannot know them")])
+    npus = discovery.remote[host.host].get("npus")
+    if not npus:
+        raise ConfigError([config.problem(path, '"all"', "a list of device ids or a count",
+                                          f"{host.host} has no npu-smi that lists NPUs")])
+    bad = [f"device {chip_id} health {health}" for chip_id, health in npus if health not in USABLE_HEALTH]
+    if bad:
+        raise ConfigError([config.problem(path, '"all"', "a list of the healthy devices",
+                                          f"npu-smi info on {host.host} reports {', '.join(bad)}")])
+    sources[key] = f"discovery on {host.host} (npu-smi info)"
+    return tuple(chip_id for chip_id, _ in npus)
+
+
 def _resolve_ips(host: HostConfig, devices: Tuple[int, ...], discovery: Discovery,
                  sources: Dict[str, str], index: int) -> Optional[Tuple[str, ...]]:
+    key = f"hosts[{index}].device_ips"
     if host.device_ips is not None:
-        sources[f"hosts[{index}].device_ips"] = "yaml"
+        sources[key] = "yaml"
         return host.device_ips
     if host.host in discovery.local_names:
         found = discovery.device_ips(devices)
         if found is not None:
-            sources[f"hosts[{index}].device_ips"] = "discovery (hccn_tool)"
+            sources[key] = "discovery (hccn_tool)"
             return tuple(found)
+    elif discovery.remote is not None:
+        by_device = discovery.remote[host.host].get("device_ips") or {}
+        ips = [by_device.get(str(device)) for device in devices]
+        if all(ips):
+            sources[key] = f"discovery on {host.host} (hccn_tool)"
+            return tuple(str(ip) for ip in ips)
     return None
 
 
 def _decide_rank_table(config: ClusterConfig, devices_by_host: Sequence[Tuple[int, ...]],
                        ips_by_host: Sequence[Optional[Tuple[str, ...]]], job_dir: str,
-                       notes: List[str]) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+                       notes: List[str], unprobed: bool = False) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+    """The HCCL rank table and its path. ``unprobed``: remote hosts' device IPs are read by their
+    preflight when the job starts, so the plan alone shows where the table goes, not what it holds."""
     mode = config.rank_table
     if mode is RankTableMode.NONE:
         notes.append("no rank table (rank_table: none): RANK_TABLE_FILE is not set")
         return None, None
     missing = [config.hosts[i].host for i, ips in enumerate(ips_by_host) if ips is None]
+    if missing and unprobed:
+        notes.append(f"rank table: the device IPs of {', '.join(missing)} are read with hccn_tool on each host "
+                     "when the job starts (npulaunch check shows them)")
+        return None, os.path.join(job_dir, RANK_TABLE_FILENAME)
     if missing:
         if mode is RankTableMode.REQUIRED or len(config.hosts) > 1:
             why = "rank_table: required" if mode is RankTableMode.REQUIRED else "a job on several hosts"

@@ -78,10 +78,17 @@ class NetnsHosts:
     def ssh_config(self) -> Path:
         return self.root / "ssh_config"
 
+    @property
+    def bin_dir(self) -> Path:
+        """First on the PATH of every SSH session on the hosts (empty unless a test puts tools there,
+        such as the NPU tool stand-ins; the hosts share this machine's filesystem)."""
+        return self.root / "bin"
+
     def up(self) -> "NetnsHosts":
         remove_leftovers()
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
+        self.bin_dir.mkdir(exist_ok=True)
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "npulaunch-tests", "-f", str(self.client_key))
         shutil.copy(self.root / "client_key.pub", self.root / "authorized_keys")
@@ -125,7 +132,8 @@ class NetnsHosts:
             f"AuthorizedKeysFile {self.root}/authorized_keys\nPermitRootLogin prohibit-password\n"
             "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
             "StrictModes no\nUseDNS no\nPrintMotd no\nPrintLastLog no\nX11Forwarding no\nMaxStartups 200:30:400\n"
-            f"MaxSessions 200\nSubsystem sftp /usr/lib/openssh/sftp-server\nSetEnv PATH={os.environ['PATH']}\n")
+            f"MaxSessions 200\nSubsystem sftp /usr/lib/openssh/sftp-server\n"
+            f"SetEnv PATH={self.bin_dir}:{os.environ['PATH']}\n")
         run("ip", "netns", "exec", ns, "nsenter", f"--uts={uts}", "--", SSHD, "-f", str(directory / "sshd_config"),
             "-E", str(directory / "sshd.log"))
         deadline = time.monotonic() + 5

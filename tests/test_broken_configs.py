@@ -16,7 +16,7 @@ SHIPPED = sorted((ROOT / "cluster_configs").glob("*.yaml")) + sorted((ROOT / "ex
 def test_broken_config_is_refused_with_its_message(path: Path) -> None:
     expected = [line[len("# expect: "):] for line in path.read_text().splitlines() if line.startswith("# expect: ")]
     assert expected, "each broken config says what it expects"
-    result = run_cli("check", str(path))
+    result = run_cli("check", "--offline", str(path))
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     for phrase in expected:
@@ -25,7 +25,7 @@ def test_broken_config_is_refused_with_its_message(path: Path) -> None:
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_shipped_config_checks_clean(path: Path) -> None:
-    result = run_cli("check", str(path))
+    result = run_cli("check", "--offline", str(path))
     assert result.returncode == 0, result.stderr
     assert "warning" not in result.stdout + result.stderr
 

@@ -98,11 +98,6 @@ CORPUS = [
                       "hosts[1].host", ("each host once", "also hosts[0]")), id="duplicate-host"),
     pytest.param(Case(HEAD + "hosts: []\n", 5, "hosts", ("a non-empty list",)), id="hosts-empty"),
     pytest.param(Case(HEAD + "hosts:\n  - {}\n", 6, "hosts[0]", ("host",)), id="host-entry-empty"),
-    pytest.param(Case(HEAD + "hosts:\n  - host: node1\n    devices: 2\n  - host: node2\n    devices: 2\n", 6,
-                      "hosts[0].device_ips", ("device_ips for every host", "a job on several hosts needs an HCCL rank table")),
-                 id="multi-host-no-ips"),
-    pytest.param(Case(HEAD + "hosts:\n  - host: localhost\n    devices: 1\n  - host: node2\n", 8,
-                      "hosts[1].devices", ('"all" on a remote host',)), id="all-on-remote-host"),
     pytest.param(Case(HEAD + ONE_HOST + "    devices: all\n", 7, "hosts[0].devices",
                       ("npu-smi is not on PATH", "--nproc-per-node")), id="devices-all-without-npu-smi"),
     # --- env

@@ -291,3 +291,64 @@ def test_redact_env(name: str, hidden: bool) -> None:
     shown = redact_env({name: "s3cr3t-value", "OTHER": "x"})
     assert shown[name] == (REDACTED if hidden else "s3cr3t-value")
     assert shown["OTHER"] == "x"
+
+
+REMOTE_TWO = """\
+version: 1
+job:
+  command: [python3, train.py]
+  log_dir: /srv/logs
+hosts:
+  - {host: node1, devices: DEVICES}
+  - {host: node2, devices: [0, 1]}
+"""
+
+
+def remote_facts(npus: Optional[list] = None, ips: Optional[dict] = None) -> Dict[str, Any]:
+    """What the SSH preflight found on a host (remotecheck.remote_facts)."""
+    return {"npus": npus, "device_ips": ips}
+
+
+def test_a_remote_hosts_devices_and_ips_come_from_its_preflight() -> None:
+    facts = {"node1": remote_facts([[0, "OK"], [1, "Warning"], [2, "OK"]],
+                                   {"0": "10.9.0.1", "1": "10.9.0.2", "2": "10.9.0.3"}),
+             "node2": remote_facts(None, {"0": "10.9.1.1", "1": "10.9.1.2"})}
+    plan = plan_of(make_config(REMOTE_TWO.replace("DEVICES", "all")), Discovery(
+        devices=lambda: [], device_ips=lambda ids: None, remote=facts))
+    assert [(s.host, s.device_id) for s in plan.ranks] == [("node1", 0), ("node1", 1), ("node1", 2),
+                                                          ("node2", 0), ("node2", 1)]
+    assert plan.rank_table is not None
+    assert [d["device_ip"] for s in plan.rank_table["server_list"] for d in s["device"]] == [
+        "10.9.0.1", "10.9.0.2", "10.9.0.3", "10.9.1.1", "10.9.1.2"]
+    assert plan.sources["hosts[0].devices"] == "discovery on node1 (npu-smi info)"
+    assert plan.sources["hosts[1].device_ips"] == "discovery on node2 (hccn_tool)"
+
+
+@pytest.mark.parametrize("facts, path, phrase", [
+    ({"node1": remote_facts([[0, "OK"], [1, "Critical"]])}, "hosts[0].devices", "device 1 health Critical"),
+    ({"node1": remote_facts(None)}, "hosts[0].devices", "node1 has no npu-smi that lists NPUs"),
+])
+def test_devices_all_on_a_remote_host_needs_healthy_npus(facts: Dict[str, Any], path: str, phrase: str) -> None:
+    facts = dict(facts, node2=remote_facts(None, {"0": "10.9.1.1", "1": "10.9.1.2"}))
+    with pytest.raises(ConfigError) as err:
+        plan_of(make_config(REMOTE_TWO.replace("DEVICES", "all")), Discovery(
+            devices=lambda: [], device_ips=lambda ids: None, remote=facts))
+    assert path in str(err.value) and phrase in str(err.value)
+
+
+def test_a_remote_host_without_device_ips_after_its_preflight_is_an_error() -> None:
+    facts = {"node1": remote_facts(None, {"0": "10.9.0.1", "1": None}), "node2": remote_facts(None, None)}
+    with pytest.raises(ConfigError) as err:
+        plan_of(make_config(REMOTE_TWO.replace("DEVICES", "[0, 1]")), Discovery(
+            devices=lambda: [], device_ips=lambda ids: None, remote=facts))
+    assert "hosts[0].device_ips" in str(err.value) and "no device IPs for node1, node2" in str(err.value)
+
+
+def test_the_offline_plan_leaves_remote_device_ips_to_the_preflight() -> None:
+    plan = plan_of(make_config(REMOTE_TWO.replace("DEVICES", "[0, 1]")))
+    assert plan.rank_table is None and plan.rank_table_path == f"{JOB_DIR}/rank_table.json"
+    assert plan.ranks[0].env["RANK_TABLE_FILE"] == f"{JOB_DIR}/rank_table.json"
+    assert any("node1, node2 are read with hccn_tool on each host when the job starts" in n for n in plan.notes)
+    with pytest.raises(ConfigError) as err:  # and cannot know a remote host's devices at all
+        plan_of(make_config(REMOTE_TWO.replace("DEVICES", "all")))
+    assert "hosts[0].devices" in str(err.value) and '"all" on a remote host' in str(err.value)

@@ -35,12 +35,10 @@ def drain(messages: "queue.Queue", until, timeout_s: float = 20) -> List[Dict]:
     return got
 
 
-def built_zip(tmp_path: Path) -> str:
-    from npulaunch.agent.ship import build_agent_zip
+def built_zip(tmp_path: Path) -> bytes:
+    from npulaunch.agent.ship import agent_zip
 
-    path = str(tmp_path / "agent.pyz")
-    build_agent_zip(path)
-    return path
+    return agent_zip()
 
 
 def test_the_agent_runs_on_a_remote_host(netns_hosts, tmp_path: Path, marker: str) -> None:
@@ -100,3 +98,29 @@ def test_a_cut_network_stops_the_remote_ranks_by_heartbeat(netns_hosts, tmp_path
         netns_hosts.set_link(host, up=True)
         subprocess.run(["true"])
         channel.close()
+
+
+def test_a_host_whose_python_does_not_run_says_why(netns_hosts, tmp_path: Path) -> None:
+    messages: "queue.Queue" = queue.Queue()
+    channel = channel_for(netns_hosts, netns_hosts.hosts[0], messages)
+    channel.start(built_zip(tmp_path), {"probe": {}}, python="no-such-python3")
+    closed = drain(messages, lambda g: any(m["type"] == "closed" for m in g))[-1]
+    assert closed["exit_status"] == 127 and "no-such-python3" in closed["stderr"][-1]
+    channel.close()
+
+
+def test_the_probe_answers_then_the_agent_waits_for_its_plan(netns_hosts, tmp_path: Path, marker: str) -> None:
+    messages: "queue.Queue" = queue.Queue()
+    channel = channel_for(netns_hosts, netns_hosts.hosts[1], messages)
+    ask = {"workdir": str(tmp_path), "script": "missing.py", "program": "python3", "job_dir": str(tmp_path / "j"),
+           "devices": [0, 1], "need_ips": True}
+    channel.start(built_zip(tmp_path), {"probe": ask})
+    probe = drain(messages, lambda g: any(m["type"] == "probe" for m in g))[-1]
+    assert probe["workdir"] is True and probe["script"] is False and probe["program"] is True
+    assert probe["npus"] is None and probe["device_ips"] is None  # no NPU tools on the test hosts' PATH
+    assert Path(channel.remote_dir).is_dir()
+    channel.send({"plan": host_plan(tmp_path, marker, "*=hostname"), "heartbeat_timeout_s": 0})
+    got = drain(messages, lambda g: any(m["type"] == "closed" for m in g))
+    assert [line for m in got if m["type"] == "output" for line in m["lines"]].count("host h2") == 2
+    assert not Path(channel.remote_dir).exists()
+    channel.close()

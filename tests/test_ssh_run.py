@@ -9,8 +9,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Dict
 
-from conftest import RANKS, base_env, marked_pids, npulaunch_argv, run_cli, wait_until
+import pytest
+from conftest import (
+    RANKS,
+    STANDINS,
+    base_env,
+    marked_pids,
+    npulaunch_argv,
+    run_cli,
+    wait_until,
+)
 
 
 def write_job(tmp_path: Path, netns_hosts, marker: str, *rank_args: str, env: str = "", grace: float = 1.0) -> Path:
@@ -114,16 +124,105 @@ def test_an_unreachable_host_starts_nothing(netns_hosts, tmp_path: Path, marker:
     assert "10.79.0.99: cannot connect" in result.stderr and "nothing was started" in result.stderr
 
 
+def test_a_failed_ssh_handshake_is_one_line_not_a_traceback(netns_hosts, tmp_path: Path, marker: str) -> None:
+    import socket
+    import threading
+
+    server = socket.create_server(("10.79.0.1", 0))  # on the test bridge: accepts, then hangs up
+    port = server.getsockname()[1]
+
+    def hang_up() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    config = write_job(tmp_path, netns_hosts, marker, "*=hang")
+    config.write_text(config.read_text().replace("{host: h3, devices: 2}",
+                                                 f"{{host: 10.79.0.1, port: {port}, devices: 2}}"))
+    try:
+        result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker}, timeout=60)
+    finally:
+        server.close()
+    assert result.returncode == 2
+    assert "10.79.0.1: SSH failed: Error reading SSH protocol banner" in result.stderr
+    assert "Traceback" not in result.stderr and "Exception" not in result.stderr
+
+
 def test_a_host_failing_preflight_starts_nothing(netns_hosts, tmp_path: Path, marker: str) -> None:
     config = write_job(tmp_path, netns_hosts, marker, "*=hang")
     text = config.read_text().replace(f"  log_dir: {tmp_path / 'logs'}",
                                       f"  log_dir: {tmp_path / 'logs'}\n  workdir: {tmp_path / 'nowhere'}")
     config.write_text(text)
+    before = set(Path("/tmp").glob("npulaunch-agent.*"))
     result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker}, timeout=60)
     assert result.returncode == 2
     for host in ("h1", "h2", "h3"):  # every host's problem, together
         assert f"{host}: working directory {tmp_path / 'nowhere'} does not exist" in result.stderr
-    assert not (tmp_path / "logs" / "mh" / "events.jsonl").read_text().count("rank_started")
+    assert not (tmp_path / "logs" / "mh").exists()  # not even a job directory
+    # the agents that answered the probe saw their input close, and removed their directories
+    assert wait_until(lambda: set(Path("/tmp").glob("npulaunch-agent.*")) == before, 5)
+    assert not marked_pids(marker)
+
+
+@pytest.fixture
+def host_tools(netns_hosts):
+    """Put NPU tool stand-ins on the test hosts' PATH, with behaviour per host: ``{tool: {host:
+    shell lines}}`` makes a wrapper that runs those lines on that host, then the stand-in."""
+    def install(tools: Dict[str, Dict[str, str]]) -> None:
+        for tool, per_host in tools.items():
+            cases = "".join(f"  {host}) {lines};;\n" for host, lines in per_host.items())
+            wrapper = netns_hosts.bin_dir / tool
+            wrapper.write_text(f'#!/bin/sh\ncase "$(hostname)" in\n{cases}esac\nexec {STANDINS / tool} "$@"\n')
+            wrapper.chmod(0o755)
+
+    yield install
+    for tool in netns_hosts.bin_dir.iterdir():
+        tool.unlink()
+
+
+def test_devices_all_and_device_ips_come_from_each_hosts_npu_tools(netns_hosts, host_tools, tmp_path: Path,
+                                                                   marker: str) -> None:
+    host_tools({"npu-smi": {"h1": "export NPU_STANDIN_COUNT=2", "h2": "export NPU_STANDIN_COUNT=1",
+                            "h3": "export NPU_STANDIN_COUNT=3"}, "hccn_tool": {}})
+    config = write_job(tmp_path, netns_hosts, marker, "*=env")
+    config.write_text(config.read_text().replace("devices: 2}", "devices: all}").replace("rank_table: none\n", ""))
+    planned = run_cli("plan", str(config))  # the plan alone cannot ask a remote npu-smi
+    assert planned.returncode == 2 and '"all" on a remote host' in planned.stderr
+    checked = run_cli("check", str(config), "--job-id", "mh")
+    assert checked.returncode == 0, checked.stderr
+    assert "ok: 6 ranks on 3 host(s), each checked over SSH; nothing was started" in checked.stdout
+    result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker})
+    assert result.returncode == 0, result.stderr
+    job = tmp_path / "logs" / "mh"
+    table = json.loads((job / "rank_table.json").read_text())
+    assert [(s["server_id"], [(d["device_id"], d["device_ip"], d["rank_id"]) for d in s["device"]])
+            for s in table["server_list"]] == [
+        ("h1", [("0", "192.168.100.117", "0"), ("1", "192.168.101.117", "1")]),
+        ("h2", [("0", "192.168.100.133", "2")]),
+        ("h3", [("0", "192.168.100.149", "3"), ("1", "192.168.101.149", "4"), ("2", "192.168.102.149", "5")])]
+    plan = json.loads((job / "plan.json").read_text())
+    assert plan["sources"]["hosts[2].devices"] == "discovery on h3 (npu-smi info)"
+    assert plan["sources"]["hosts[2].device_ips"] == "discovery on h3 (hccn_tool)"
+    for rank, host in enumerate(["h1", "h1", "h2", "h3", "h3", "h3"]):  # each host's agent wrote its copy
+        assert (job / "hosts" / host / f"rank-{rank}").is_dir()
+    assert result.stdout.count('"RANK_SIZE": "6"') == 6
+
+
+def test_npu_tool_problems_on_several_hosts_are_reported_together(netns_hosts, host_tools, tmp_path: Path,
+                                                                   marker: str) -> None:
+    host_tools({"npu-smi": {"h3": "export NPU_STANDIN_COUNT=1"},
+                "hccn_tool": {"h2": "echo 'netmask:255.255.255.0'; exit 0"}})
+    config = write_job(tmp_path, netns_hosts, marker, "*=hang")
+    config.write_text(config.read_text().replace("rank_table: none\n", ""))
+    result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker})
+    assert result.returncode == 2
+    assert "h2: hccn_tool -i <id> -ip -g gave no address for devices 0, 1" in result.stderr
+    assert "h3: npu-smi lists 1 NPUs, the plan uses devices [0, 1]" in result.stderr
+    assert "h1:" not in result.stderr and not (tmp_path / "logs" / "mh").exists()
 
 
 def test_npulaunch_stop_stops_a_multi_host_job_from_another_terminal(netns_hosts, tmp_path: Path,

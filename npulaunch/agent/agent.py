@@ -28,9 +28,9 @@ from .inbox import SignalInbox
 from .monitor import Monitor
 from .tail import FileTail, Line
 
-POLL_INTERVAL_S = 0.05
+POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
 INJECTION_TOKEN = "{npulaunch_inject}"
-INJECT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "inject")  # how often logs are followed when nothing else wakes the loop
+INJECT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "inject")
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SPAWN_FAILED_EXIT_CODE = 127
 

@@ -7,7 +7,9 @@ controller stops sending heartbeats (a vanished network leaves an SSH session op
 stdout breaks, it stops every rank (SIGTERM, grace, SIGKILL) and exits. Standard library only,
 Python 3.7+.
 
-Protocol. In: ``{"plan": {...}, "heartbeat_timeout_s": 15}`` first, then ``{"cmd": "heartbeat"}``,
+Protocol. In: optionally ``{"probe": {...}}`` first (the preflight: the agent answers ``{"type":
+"probe", ...}`` and waits for the plan; end of input instead means the job will not start), then
+``{"plan": {...}, "heartbeat_timeout_s": 15}``, then ``{"cmd": "heartbeat"}``,
 ``{"cmd": "stop", "reason": ...}``, ``{"cmd": "kill", "reason": ...}``, ``{"cmd": "signal",
 "signal": "SIGUSR1"}``, ``{"cmd": "dump_stacks", "ranks": [...]}``. Out: ``{"type": "event", ...}``
 (an Event), ``{"type": "output", "rank", "stream", "lines"}``, and last ``{"type": "done", ...}``.
@@ -132,6 +134,13 @@ def main() -> int:
     os.set_blocking(stdin_fd, False)
     reader, sender = LineReader(stdin_fd), Sender(sys.stdout.buffer)
     first = read_first(reader, FIRST_LINE_TIMEOUT_S)
+    if first is not None and "probe" in first:  # the preflight: answer, then wait for the plan
+        from .probe import probe
+
+        sender.send(dict(probe(first["probe"]), type="probe"))
+        first = read_first(reader, FIRST_LINE_TIMEOUT_S)
+        if first is None and reader.eof:
+            return 0  # the launcher decided not to start the job (another host failed its preflight)
     if first is None or "plan" not in first:
         sys.stderr.write("npulaunch agent: no plan received on stdin\n")
         return 2

@@ -1,10 +1,13 @@
 """Every host's agent, driven like one Agent: the multi-host side of the supervisor.
 
-The supervisor's policy (stop every rank on the first failure, the report) stays where it is;
-this class connects to every host in parallel (all failures reported together, nothing started
-if any host fails), ships and starts one remote agent per host, merges their events and output
-into the supervisor's callbacks, sends heartbeats, and turns stop / kill into commands to every
-agent. Signals to the launcher (Ctrl-C, SIGTERM, SIGHUP) stop every host; a second one kills.
+``Fleet`` connects to every host in parallel, ships and starts one agent per host, and has it
+answer the preflight probe; all failures are reported together and nothing starts if any host
+fails. The plan is built after that (remote ``devices: all`` and device IPs come from the
+probe). ``RemoteFleet`` runs one attempt of the plan: it hands every waiting agent its part,
+merges their events and output into the supervisor's callbacks, sends heartbeats, and turns
+stop / kill into commands to every agent. The supervisor's policy (stop every rank on the first
+failure, the report) stays where it is. Signals to the launcher (Ctrl-C, SIGTERM, SIGHUP) stop
+every host; a second one kills.
 """
 
 from __future__ import annotations
@@ -12,34 +15,116 @@ from __future__ import annotations
 import os
 import queue
 import signal
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Optional, Set
 
 from ..agent.agent import STOP_SIGNALS, AgentOutcome, RankResult, RankState
 from ..agent.inbox import SignalInbox
-from ..agent.ship import build_agent_zip
+from ..agent.ship import agent_zip
 from ..events import Event, EventKind
 from ..plan import LaunchPlan
 from ..spec import RankSpec
-from .remotecheck import check_hosts
+from .remotecheck import judge, remote_facts
 from .sshchannel import AgentChannel, BackendError, SshTarget, connect
 
 HEARTBEAT_INTERVAL_S = 2.0
 HEARTBEAT_TIMEOUT_S = 15.0  # an agent that hears nothing for this long stops its ranks
+PROBE_TIMEOUT_S = 60.0  # npu-smi and hccn_tool can be slow; each has its own 20 s limit
+
+
+class Fleet:
+    """The job's hosts, connected, each with an agent that answered the preflight probe and waits
+    for its plan. ``open`` is all or nothing: every host's problem is reported together and no
+    agent is left behind when any host fails."""
+
+    def __init__(self, targets: Dict[str, SshTarget], parallel: int = 32) -> None:
+        self.targets = targets
+        self.parallel = max(1, parallel)
+        self.connections: Dict[str, Any] = {}
+        self.waiting: Dict[str, AgentChannel] = {}  # agents that probed and wait for a plan
+        self.facts: Dict[str, Dict[str, Any]] = {}  # host -> remotecheck.remote_facts
+        self.warnings: List[str] = []
+        self.agent_code = agent_zip()
+
+    def open(self, asks: Dict[str, Dict[str, Any]]) -> "Fleet":
+        found = self._each(lambda host: connect(self.targets[host]), list(self.targets))
+        problems = {h: [str(e)] for h, e in found.items() if isinstance(e, BackendError)}
+        self.connections = {h: c for h, c in found.items() if not isinstance(c, BackendError)}
+        if not problems:
+            problems = self._probe(asks)
+        if problems:
+            self.close()
+            listed = [p for host in self.targets for p in problems.get(host, [])]
+            raise BackendError("cannot start the job; nothing was started:\n" + "\n".join("  " + p for p in listed))
+        return self
+
+    def _probe(self, asks: Dict[str, Dict[str, Any]]) -> Dict[str, List[str]]:
+        """Start every agent with the probe; judge every answer. Host -> its problems."""
+        answers: "queue.Queue[tuple]" = queue.Queue()
+        sent = time.time()
+        started = self._each(lambda h: self.start_agent(h, answers, {"probe": asks[h]}), list(self.connections))
+        self.waiting.update(started)
+        problems: Dict[str, List[str]] = {}
+        pending = set(started)
+        deadline = time.monotonic() + PROBE_TIMEOUT_S
+        while pending and time.monotonic() < deadline:
+            try:
+                host, message = answers.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if host not in pending or message.get("type") not in ("probe", "closed"):
+                continue
+            pending.discard(host)
+            if message["type"] == "closed":
+                why = (message.get("stderr") or [f"exit status {message.get('exit_status')}"])[-1]
+                problems[host] = [f"{host}: the agent did not start ({why})"]
+                continue
+            problems[host], warnings = judge(host, asks[host], message, sent, time.time())
+            self.warnings.extend(warnings)
+            self.facts[host] = remote_facts(message)
+        for host in pending:
+            problems[host] = [f"{host}: no answer to the preflight within {PROBE_TIMEOUT_S:g} s"]
+        return {host: found for host, found in problems.items() if found}
+
+    def start_agent(self, host: str, messages: "queue.Queue[tuple]", first: Dict[str, Any],
+                    wake_fd: Optional[int] = None) -> AgentChannel:
+        channel = AgentChannel(self.connections[host], host, messages, wake_fd)
+        channel.start(self.agent_code, first)
+        return channel
+
+    def _each(self, work: Callable[[str], Any], hosts: List[str]) -> Dict[str, Any]:
+        """``work(host)`` for every host in parallel; a BackendError is returned, not raised."""
+        def guarded(host: str) -> Any:
+            try:
+                return work(host)
+            except BackendError as exc:
+                return exc
+
+        with ThreadPoolExecutor(max_workers=min(self.parallel, len(hosts) or 1)) as pool:
+            return dict(zip(hosts, pool.map(guarded, hosts)))
+
+    def close(self) -> None:
+        """End every waiting agent (its input closes; it removes its directory) and disconnect."""
+        for channel in self.waiting.values():
+            channel.close_channel()
+        self.waiting.clear()
+        for connection in self.connections.values():
+            connection.close()
+        self.connections.clear()
 
 
 class RemoteFleet:
+    """One attempt of a multi-host job on an open Fleet (the first attempt uses the agents that
+    answered the preflight; a restart starts new ones on the same connections)."""
+
     def __init__(self, plan: LaunchPlan, emit: Callable[[Event], None],
-                 output: Callable[[RankSpec, str, List[str]], None], targets: Dict[str, SshTarget],
-                 parallel: int = 32, heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S) -> None:
-        self.plan, self._emit, self._output, self._targets = plan, emit, output, targets
-        self._parallel = max(1, parallel)
+                 output: Callable[[RankSpec, str, List[str]], None], fleet: Fleet,
+                 heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S) -> None:
+        self.plan, self._emit, self._output, self._fleet = plan, emit, output, fleet
         self._heartbeat_timeout_s = heartbeat_timeout_s
         self._specs = {spec.rank: spec for spec in plan.ranks}
         self._channels: Dict[str, AgentChannel] = {}
-        self._connections: Dict[str, Any] = {}
         self._copies: Dict[tuple, Any] = {}  # (rank, stream) -> the launcher-side log file
         self._stopping = self._killed = False
         self.stop_signal: Optional[int] = None
@@ -64,7 +149,10 @@ class RemoteFleet:
         return []  # the stack files are written on the hosts, in each rank's directory
 
     def run(self) -> AgentOutcome:
-        self._connect_all()
+        for warning in self._fleet.warnings:
+            self._emit(Event(EventKind.PREFLIGHT_WARNING, self.plan.job_id, warning.split(":")[0], None,
+                             {"warning": warning}))
+        self._fleet.warnings = []  # reported with the first attempt
         messages: "queue.Queue[tuple]" = queue.Queue()
         wake_read, wake_write = os.pipe()
         os.set_blocking(wake_read, False)
@@ -92,7 +180,7 @@ class RemoteFleet:
         finally:
             inbox.close()
             for channel in self._channels.values():
-                channel.close()
+                channel.close_channel()
             for copy in self._copies.values():
                 copy.close()
             os.close(wake_read)
@@ -104,41 +192,20 @@ class RemoteFleet:
 
     # -- internals ------------------------------------------------------------------------------------
 
-    def _connect_all(self) -> None:
-        hosts = list(self.plan.hosts)
-        with ThreadPoolExecutor(max_workers=min(self._parallel, len(hosts))) as pool:
-            futures = {host: pool.submit(connect, self._targets[host]) for host in hosts}
-        problems, connections = [], {}
-        for host, future in futures.items():
-            try:
-                connections[host] = future.result()
-            except BackendError as exc:
-                problems.append(str(exc))
-        if not problems:
-            problems, warnings = check_hosts(connections, self.plan, self._parallel)
-            for warning in warnings:
-                self._emit(Event(EventKind.PREFLIGHT_WARNING, self.plan.job_id, warning.split(":")[0], None,
-                                 {"warning": warning}))
-        if problems:
-            for connection in connections.values():
-                connection.close()
-            raise BackendError("cannot start the job; nothing was started:\n" + "\n".join("  " + p for p in problems))
-        self._connections = connections
-
     def _start_all(self, messages: "queue.Queue[tuple]", wake_fd: int) -> None:
-        with tempfile.TemporaryDirectory(prefix="npulaunch-ship-") as work:
-            zip_path = os.path.join(work, "agent.pyz")
-            build_agent_zip(zip_path)
+        def start(node_rank: int) -> None:
+            host = self.plan.hosts[node_rank]
+            first = {"plan": self.plan.host_plan(node_rank).to_dict(), "heartbeat_timeout_s": self._heartbeat_timeout_s}
+            channel = self._fleet.waiting.pop(host, None)
+            if channel is None:
+                channel = self._fleet.start_agent(host, messages, first, wake_fd)
+            else:
+                channel.attach(messages, wake_fd)
+                channel.send(first)
+            self._channels[host] = channel
 
-            def start(node_rank: int) -> None:
-                host = self.plan.hosts[node_rank]
-                channel = AgentChannel(self._connections[host], host, messages, wake_fd)
-                channel.start(zip_path, {"plan": self.plan.host_plan(node_rank).to_dict(),
-                                         "heartbeat_timeout_s": self._heartbeat_timeout_s})
-                self._channels[host] = channel
-
-            with ThreadPoolExecutor(max_workers=min(self._parallel, len(self.plan.hosts))) as pool:
-                list(pool.map(start, range(len(self.plan.hosts))))
+        with ThreadPoolExecutor(max_workers=min(self._fleet.parallel, len(self.plan.hosts))) as pool:
+            list(pool.map(start, range(len(self.plan.hosts))))
 
     def _on_message(self, host: str, message: Dict[str, Any], results: Dict[int, RankResult],
                     finished: Set[str]) -> None:

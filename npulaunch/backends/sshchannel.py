@@ -10,9 +10,11 @@ shlex.quote. What the ranks run travels inside the JSON plan, never on a command
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import shlex
+import socket
 import threading
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
@@ -23,6 +25,27 @@ from fabric import Connection
 from ..errors import NpulaunchError
 
 CONNECT_TIMEOUT_S = 10.0
+# paramiko logs a failed handshake with a traceback; with no handler configured, Python's last-resort
+# handler would print it. npulaunch reports the failure itself, one line per host.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+# Runs on the host, in the new private directory: copies the agent zip (argv[1] bytes) from stdin,
+# unbuffered, so the JSON lines that follow stay in the pipe for the agent, then runs it in the
+# same interpreter (one interpreter start per host). Any python3: the zip checks the version.
+BOOTSTRAP = """import json, os, sys
+left = int(sys.argv[1])
+with open("agent.pyz", "wb") as out:
+    while left:
+        data = os.read(0, min(left, 1 << 16))
+        if not data:
+            sys.exit("npulaunch: the agent's code was cut short in transit")
+        out.write(data)
+        left -= len(data)
+sys.stdout.write(json.dumps({"type": "shipped", "dir": os.getcwd()}) + "\\n")
+sys.stdout.flush()
+sys.argv = [os.path.abspath("agent.pyz")]
+import runpy
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 
 
 class BackendError(NpulaunchError):
@@ -71,6 +94,11 @@ def connect(target: SshTarget) -> Connection:
         raise BackendError(f"{target.host}: SSH failed: {exc}") from None
     except OSError as exc:
         raise BackendError(f"{target.host}: cannot connect: {exc.strerror or exc}") from None
+    transport = client.get_transport()
+    if transport is not None and isinstance(transport.sock, socket.socket):  # not a ProxyCommand
+        # Every exchange is one small message waiting for an answer: Nagle's algorithm against the
+        # server's delayed ACK would add ~40 ms to each of them.
+        transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return connection
 
 
@@ -85,18 +113,17 @@ class AgentChannel:
         self._reader: Optional[threading.Thread] = None
         self.remote_dir = ""
 
-    def start(self, agent_zip: str, first: Dict[str, Any], python: str = "python3") -> None:
-        """Ship the agent into a private temporary directory and start it with its plan."""
-        # in_stream=False: Fabric would otherwise forward (and may close) the launcher's own stdin
-        made = self.connection.run("umask 077 && mktemp -d /tmp/npulaunch-agent.XXXXXXXX", hide=True, warn=True,
-                                   in_stream=False)
-        if made.exited != 0:
-            raise BackendError(f"{self.host}: cannot create a temporary directory: {made.stderr.strip()}")
-        self.remote_dir = made.stdout.strip()
-        self.connection.put(agent_zip, f"{self.remote_dir}/agent.pyz")
-        here = shlex.quote(self.remote_dir)
-        command = (f"cd {here} && {shlex.quote(python)} -I -S agent.pyz; status=$?; "
-                   f"cd / && rm -rf {here}; exit $status")
+    def start(self, agent_zip: bytes, first: Dict[str, Any], python: str = "python3") -> None:
+        """Ship the agent into a private temporary directory and start it with its first message.
+
+        One remote command does it all (each command costs a login shell, whose rc files can take
+        ~0.1 s on a real host): make the directory, copy the zip from stdin into it, run it, and
+        remove the directory whatever way the agent ended. The zip travels on the channel's own
+        stdin, ahead of the JSON lines, so there is no SFTP session either."""
+        py = shlex.quote(python)
+        command = ('umask 077 && d=$(mktemp -d /tmp/npulaunch-agent.XXXXXXXX) && cd "$d" && '
+                   f"{py} -I -S -c {shlex.quote(BOOTSTRAP)} {len(agent_zip)}; "
+                   's=$?; cd / && rm -rf "$d"; exit $s')
         transport = self.connection.client.get_transport()
         assert transport is not None
         channel = transport.open_session()
@@ -104,6 +131,10 @@ class AgentChannel:
         self._channel = channel
         self._reader = threading.Thread(target=self._read, name=f"agent-{self.host}", daemon=True)
         self._reader.start()
+        try:
+            channel.sendall(agent_zip)
+        except (OSError, paramiko.SSHException):
+            return  # the command failed early; the reader reports how
         self.send(first)
 
     def send(self, message: Dict[str, Any]) -> bool:
@@ -127,10 +158,18 @@ class AgentChannel:
             for line in lines:
                 if line.strip():
                     try:
-                        self._put(json.loads(line))
+                        message = json.loads(line)
                     except ValueError:
-                        pass
-        self._put({"type": "closed", "exit_status": self._channel.recv_exit_status()})
+                        continue
+                    if message.get("type") == "shipped":
+                        self.remote_dir = message["dir"]
+                    self._put(message)
+        status = self._channel.recv_exit_status()
+        errors = b""
+        while self._channel.recv_stderr_ready() and len(errors) < 65536:
+            errors += self._channel.recv_stderr(65536)
+        self._put({"type": "closed", "exit_status": status,
+                   "stderr": errors.decode("utf-8", "replace").strip().splitlines()[-5:]})
 
     def _put(self, message: Dict[str, Any]) -> None:
         self._messages.put((self.host, message))
@@ -140,7 +179,15 @@ class AgentChannel:
             except OSError:  # the pipe is full: the loop is awake anyway
                 pass
 
-    def close(self) -> None:
+    def attach(self, messages: "queue.Queue[tuple]", wake_fd: Optional[int] = None) -> None:
+        """Deliver the messages from now on to another queue (a new attempt's loop)."""
+        self._messages, self._wake_fd = messages, wake_fd
+
+    def close_channel(self) -> None:
+        """Close this agent's channel (its stdin ends: it stops its ranks); keep the connection."""
         if self._channel is not None:
             self._channel.close()
+
+    def close(self) -> None:
+        self.close_channel()
         self.connection.close()
