@@ -240,3 +240,14 @@ def test_npulaunch_stop_stops_a_multi_host_job_from_another_terminal(netns_hosts
     summary = json.loads((job / "summary.json").read_text())
     assert [r["state"] for r in summary["ranks"]] == ["stopped"] * 6
     assert run_cli("stop", str(job)).stdout.strip() == "the job has already finished"
+
+
+def test_a_retryable_failure_restarts_every_host(netns_hosts, tmp_path: Path, marker: str) -> None:
+    config = write_job(tmp_path, netns_hosts, marker, "3=connect_fails_until:2", "*=ok@0.2")
+    result = run_cli("run", str(config), "--job-id", "mh", "--max-restarts", "2", env={"NPLTEST_MARKER": marker})
+    assert result.returncode == 0, result.stderr
+    job = tmp_path / "logs" / "mh"
+    summary = json.loads((job / "summary.json").read_text())
+    assert [(a["attempt"], a["status"]) for a in summary["attempts"]] == [(1, "failed"), (2, "succeeded")]
+    assert "connected on attempt 2" in (job / "attempt-2" / "rank-3" / "stdout.log").read_text()
+    assert [r["state"] for r in summary["ranks"]] == ["succeeded"] * 6
