@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
@@ -44,6 +45,8 @@ def _add_job_flags(parser: argparse.ArgumentParser) -> None:
                         help="restart the whole job up to N times after a retryable failure (job.max_restarts)")
     parser.add_argument("--hang-timeout", type=float, metavar="S",
                         help="declare a hang after S seconds without output (monitor.hang_timeout_s; 0 = off)")
+    parser.add_argument("--scheduler", choices=("auto", "slurm", "mpi", "volcano", "k8s", "none"), default="auto",
+                        help="whose environment gives the hosts and this node's place (default: detected)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,6 +63,23 @@ def build_parser() -> argparse.ArgumentParser:
                                description="Print the launch plan without starting anything.")
     _add_job_flags(plan)
     plan.add_argument("--json", action="store_true", help="the full plan as JSON (environments included)")
+    execute = commands.add_parser("exec", help="rank mode: become one rank of a job the scheduler started",
+                                  description="Under srun -n N / mpirun -n N: derive this task's rank, device and "
+                                              "environment from the scheduler and the YAML, write the rank table "
+                                              "once per node, then exec the command (no process stays between).")
+    _add_job_flags(execute)
+    batch = commands.add_parser("sbatch", help="print (or submit) a Slurm batch script for the job",
+                                description="Render a ready sbatch script: the header from the YAML's slurm "
+                                            "section or these flags, srun starting npulaunch on every node.")
+    batch.add_argument("config", help="cluster YAML file")
+    batch.add_argument("--nodes", type=int, metavar="N", help="nodes to allocate (slurm.nodes; default: the hosts)")
+    batch.add_argument("--time", metavar="LIMIT", help="time limit, e.g. 2:00:00 (slurm.time)")
+    batch.add_argument("--partition", metavar="NAME", help="partition (slurm.partition)")
+    batch.add_argument("--account", metavar="NAME", help="account (slurm.account)")
+    batch.add_argument("--mode", choices=("node", "rank"), default="node",
+                       help="node: one npulaunch per node (default); rank: one npulaunch exec per rank")
+    batch.add_argument("--job-id", metavar="ID", help="JOB_ID (default: SLURM_JOB_ID)")
+    batch.add_argument("--submit", action="store_true", help="submit it with sbatch instead of printing it")
     check = commands.add_parser("check", help="validate the configuration and every host; start nothing",
                                 description="Validate and plan the job, and check this host (or every host "
                                             "over SSH: the same preflight as run); exit 0 or 2.")
@@ -130,28 +150,128 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
         max_restarts=args.max_restarts)
 
 
-def _load(args: argparse.Namespace, command: Optional[List[str]]) -> Tuple[Any, str, str]:
-    """The config with the command line's overrides, its job id and where that id came from."""
+@dataclass(frozen=True)
+class Loaded:
+    """A config ready to plan: overrides applied and, under a scheduler, the allocation's hosts."""
+
+    config: Any
+    job_id: str
+    job_id_source: str
+    node: Optional[int] = None  # under a scheduler: this node's index
+    local_names: Tuple[str, ...] = ()
+    view: Any = None  # the scheduler's view (scheduler.SchedulerView), kind none without one
+
+
+def _load(args: argparse.Namespace, command: Optional[List[str]], rank_mode: bool = False,
+          starting: bool = False) -> Loaded:
+    """The config with the command line's overrides and the scheduler's allocation, its job id
+    and where that id came from. ``starting``: the job is about to start here, so under a
+    scheduler the nodes swap their device IPs (plan and check only look)."""
+    import socket
     import time
 
     from .config import load_config
     from .overrides import apply_overrides, config_from_cli
-    from .plan import default_job_id
+    from .plan import LOCAL_HOST_NAMES, default_job_id
+    from .schedplan import exchange_needed
+    from .scheduler import SchedulerKind, detect
 
     overrides = _overrides(args, command)
     if args.config:
         config = apply_overrides(load_config(args.config), overrides)
     else:
         config = config_from_cli(overrides, os.getcwd())
+    view = detect(os.environ, socket.gethostname(), None if args.scheduler == "auto" else args.scheduler)
+    node, local_names = None, tuple(LOCAL_HOST_NAMES)
+    if view.kind in (SchedulerKind.VOLCANO, SchedulerKind.K8S) and os.environ.get("RANK_TABLE_FILE"):
+        config, view = _mindx(config, view, os.environ["RANK_TABLE_FILE"])
+    if view.kind is not SchedulerKind.NONE:
+        config, node, view = _allocated(config, view, rank_mode)
+        local_names = (config.hosts[node].host,) + local_names
     if overrides.job_id is not None:
-        return config, overrides.job_id, "cli"
-    if config.job.id is not None:
-        return config, config.job.id, "yaml"
-    job_id = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
-    return config, job_id, "default (job.name and the time)"
+        job_id, source = overrides.job_id, "cli"
+    elif config.job.id is not None:
+        job_id, source = config.job.id, "yaml"
+    elif view.job_id is not None:
+        job_id, source = view.job_id, f"scheduler ({view.sources.get('job_id', view.kind.value)})"
+    elif node is not None and len(config.hosts) > 1:
+        raise UsageError(f"under {view.kind.value} every node must use the same job id, and the scheduler gives "
+                         "none: pass --job-id or set job.id")
+    else:
+        job_id = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
+        source = "default (job.name and the time)"
+    if starting and node is not None and exchange_needed(config, node):
+        config = _exchange_device_ips(config, node, os.path.join(config.job.log_dir, job_id), view)
+    return Loaded(config, job_id, source, node, local_names, view)
 
 
-def _planner(config: Any, job_id: str, source: str, remote: Any = None) -> Callable[[int], Any]:
+RANK_TABLE_WAIT_S = 600.0  # how long the MindX operator may take to fill in its rank table
+
+
+def _mindx(config: Any, view: Any, path: str) -> Tuple[Any, Any]:
+    """Under Volcano / Kubernetes with Ascend's MindX operator: wait until the rank table it mounts
+    is complete, then take the job's hosts, devices and device IPs from it."""
+    import socket
+
+    from .schedplan import hosts_from_rank_table, node_in_rank_table
+    from .scheduler import wait_for_rank_table
+
+    table = wait_for_rank_table(path, float(os.environ.get("NPULAUNCH_RANK_TABLE_WAIT_S", RANK_TABLE_WAIT_S)))
+    config = hosts_from_rank_table(config, table, path)
+    names = [socket.gethostname()]
+    try:
+        names.append(socket.gethostbyname(socket.gethostname()))
+    except OSError:
+        pass
+    return config, node_in_rank_table(config, view, names)
+
+
+RENDEZVOUS_TIMEOUT_S = 600.0  # nodes of one allocation start within seconds; 10 min covers slow file systems
+
+
+def _exchange_device_ips(config: Any, node: int, job_dir: str, view: Any) -> Any:
+    """Every node reads its own NPUs' addresses and they swap them through the job directory."""
+    from dataclasses import replace
+
+    from .discovery import discover_device_ips
+    from .rendezvous import exchange
+
+    me = config.hosts[node]
+    ips = me.device_ips if me.device_ips is not None else discover_device_ips(me.devices)
+    epoch = "/".join(v for k, v in sorted(view.sources.items()) if k in ("job_id", "hosts"))
+    timeout = float(os.environ.get("NPULAUNCH_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S))
+    records = exchange(os.path.join(job_dir, "rendezvous"), node, len(config.hosts),
+                       {"host": me.host, "device_ips": list(ips) if ips else None}, timeout, epoch)
+    hosts = tuple(h if h.device_ips is not None or not r["device_ips"] else replace(h, device_ips=tuple(r["device_ips"]))
+                  for h, r in zip(config.hosts, records))
+    sources = dict(config.sources)
+    for index, (before, after) in enumerate(zip(config.hosts, hosts)):
+        if before.device_ips is None and after.device_ips is not None:
+            sources[f"hosts[{index}].device_ips"] = f"hccn_tool on {after.host}, exchanged in {job_dir}/rendezvous"
+    return replace(config, hosts=hosts, sources=sources)
+
+
+def _allocated(config: Any, view: Any, rank_mode: bool) -> Tuple[Any, int, Any]:
+    """The config on the scheduler's nodes, refusing the ways of starting npulaunch that would run
+    ranks twice or on one node only."""
+    from .discovery import discover_usable_devices
+    from .schedplan import describe, rank_mode_view, scheduler_config
+    from .scheduler import SchedulerKind
+
+    if rank_mode:
+        view = rank_mode_view(view)
+    else:
+        if view.kind is SchedulerKind.SLURM and (view.node_count or 1) > 1 and "SLURM_STEP_ID" not in os.environ:
+            raise UsageError(f"this is the batch script of a {view.node_count}-node Slurm job: start npulaunch on "
+                             "every node with srun --ntasks-per-node=1 npulaunch run ...")
+        if view.local_size not in (None, 1):
+            raise UsageError(f"{view.kind.value} started {view.local_size} tasks on this node ({describe(view)}); "
+                             "npulaunch run starts a node's ranks itself: one task per node (srun "
+                             "--ntasks-per-node=1, mpirun --map-by ppr:1:node), or npulaunch exec for one task per rank")
+    return scheduler_config(config, view, discover_usable_devices, rank_mode) + (view,)
+
+
+def _planner(loaded: Loaded, remote: Any = None) -> Callable[[int], Any]:
     """attempt -> plan (a restarted job is planned again: fresh ports, its own directory).
     ``remote``: what the remote hosts' preflight found (their NPUs and device IPs)."""
     import shutil
@@ -163,18 +283,20 @@ def _planner(config: Any, job_id: str, source: str, remote: Any = None) -> Calla
     )
     from .plan import Discovery, build_plan
 
+    config, job_id, source = loaded.config, loaded.job_id, loaded.job_id_source
     discovery = Discovery(devices=discover_usable_devices, device_ips=discover_device_ips,
                           free_ports=free_loopback_ports, npu_present=lambda: shutil.which("npu-smi") is not None,
-                          remote=remote)
+                          remote=remote, local_names=loaded.local_names)
     restarted = config.job.max_restarts > 0
     first: List[Any] = []  # attempt 1 is planned once, whoever asks first
 
     def plan_for(attempt: int) -> Any:
         if attempt > 1:
-            return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source, attempt=attempt)
+            return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source,
+                              attempt=attempt, node=loaded.node)
         if not first:
             first.append(build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source,
-                                    attempt=1 if restarted else 0))
+                                    attempt=1 if restarted else 0, node=loaded.node))
         return first[0]
 
     return plan_for
@@ -182,16 +304,15 @@ def _planner(config: Any, job_id: str, source: str, remote: Any = None) -> Calla
 
 def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
     """Config -> plan, for the commands that only look (plan)."""
-    return _planner(*_load(args, command))(1)
+    return _planner(_load(args, command))(1)
 
 
 def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from .plan import LOCAL_HOST_NAMES
     from .planview import render_plan_json, render_plan_table
 
     plan = _prepare(args, command)
     if args.json:
-        inherited = {host: dict(os.environ) for host in plan.hosts if host in LOCAL_HOST_NAMES}
+        inherited = {host: dict(os.environ) for host in plan.hosts if host in plan.local_names}
         sys.stdout.write(render_plan_json(plan, inherited))
     else:
         sys.stdout.write(render_plan_table(plan))
@@ -201,10 +322,10 @@ def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from .preflight import check_local
 
-    config, job_id, source = _load(args, command)
-    fleet = _open_fleet(config, job_id, source) if _is_remote(config) and not args.offline else None
+    loaded = _load(args, command)
+    fleet = _open_fleet(loaded) if _is_remote(loaded) and not args.offline else None
     try:
-        plan = _planner(config, job_id, source, fleet.facts if fleet else None)(1)
+        plan = _planner(loaded, fleet.facts if fleet else None)(1)
     finally:
         if fleet is not None:
             fleet.close()
@@ -231,22 +352,21 @@ def _console(plan: Any, ranks: Optional[set], live: bool) -> Any:
     return Console(plan.console, ranks=ranks, show_host=len(plan.hosts) > 1)
 
 
-def _is_remote(config: Any) -> bool:
-    from .plan import LOCAL_HOST_NAMES
+def _is_remote(loaded: Loaded) -> bool:
+    """Whether npulaunch starts ranks on other hosts itself, over SSH (not under a scheduler)."""
+    return loaded.node is None and any(host.host not in loaded.local_names for host in loaded.config.hosts)
 
-    return any(host.host not in LOCAL_HOST_NAMES for host in config.hosts)
 
-
-def _open_fleet(config: Any, job_id: str, source: str) -> Any:
+def _open_fleet(loaded: Loaded) -> Any:
     """Connect to every host, ship the agent and run the preflight probe there (Fabric is
     imported only now). Raises BackendError, listing every host's problem, if any host fails.
     What can be checked offline is checked first: a plan without the hosts' facts (unless a
     remote host's devices are only known from its npu-smi), so a bad config never waits on SSH."""
     from .config import ALL_DEVICES
-    from .plan import LOCAL_HOST_NAMES
 
-    if not any(h.devices == ALL_DEVICES and h.host not in LOCAL_HOST_NAMES for h in config.hosts):
-        _planner(config, job_id, source)(1)
+    config = loaded.config
+    if not any(h.devices == ALL_DEVICES and h.host not in loaded.local_names for h in config.hosts):
+        _planner(loaded)(1)
 
     from .backends.fleet import Fleet
     from .backends.remotecheck import probe_asks
@@ -263,17 +383,17 @@ def _open_fleet(config: Any, job_id: str, source: str) -> Any:
                                        ssh_config=paths["config"],
                                        accept_unknown_hosts=bool(login.get("accept_unknown_hosts", False)),
                                        connect_timeout_s=float(login.get("connect_timeout_s", 10.0)))
-    return Fleet(targets, parallel=int(ssh.get("parallel", 32))).open(probe_asks(config, job_id))
+    return Fleet(targets, parallel=int(ssh.get("parallel", 32))).open(probe_asks(config, loaded.job_id))
 
 
 def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from .preflight import check_local
     from .supervisor import run_with_restarts
 
-    config, job_id, source = _load(args, command)
-    fleet = _open_fleet(config, job_id, source) if _is_remote(config) else None
+    loaded = _load(args, command, starting=True)
+    fleet = _open_fleet(loaded) if _is_remote(loaded) else None
     try:
-        plan_for = _planner(config, job_id, source, fleet.facts if fleet else None)
+        plan_for = _planner(loaded, fleet.facts if fleet else None)
         plan = plan_for(1)
         make_agents = None
         if fleet is None:
@@ -294,6 +414,62 @@ def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     finally:
         if fleet is not None:
             fleet.close()
+
+
+def cmd_exec(args: argparse.Namespace, command: Optional[List[str]]) -> int:
+    """Rank mode: this process becomes the rank the scheduler made it (exec, nothing in between)."""
+    from .agent.agent import prepare_rank, write_once
+    from .planview import render_plan_json
+    from .ranktable import render_rank_table
+
+    loaded = _load(args, command, rank_mode=True, starting=True)
+    if loaded.node is None:
+        raise UsageError("npulaunch exec runs as one task of a scheduler's job (srun -n N, mpirun -n N, ...), and "
+                         "no scheduler was found in the environment (or pass --scheduler)")
+    plan = _planner(loaded)(1)
+    view = loaded.view
+    spec = plan.ranks[view.rank]
+    if (spec.node_rank, spec.local_rank) != (loaded.node, view.local_rank):
+        raise UsageError(f"{view.kind.value} made this task rank {view.rank}, task {view.local_rank} on node "
+                         f"{loaded.node}; in the plan rank {view.rank} is task {spec.local_rank} on node "
+                         f"{spec.node_rank}: distribute tasks in blocks (srun --distribution=block, mpirun "
+                         "--map-by slot)")
+    os.makedirs(plan.own_dir, 0o700, exist_ok=True)
+    write_once(os.path.join(plan.own_dir, "plan.json"), render_plan_json(plan, {spec.host: dict(os.environ)}))
+    if plan.rank_table is not None and plan.rank_table_path is not None:
+        write_once(plan.rank_table_path, render_rank_table(plan.rank_table))
+    env = prepare_rank(spec, os.environ)
+    os.chdir(spec.cwd)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(spec.argv[0], list(spec.argv), env)
+    except OSError as exc:
+        sys.stderr.write(f"npulaunch: error: cannot start {spec.argv[0]!r}: {exc.strerror or exc}\n")
+        return 127
+    return 0  # not reached: exec replaced this process
+
+
+def cmd_sbatch(args: argparse.Namespace, command: Optional[List[str]]) -> int:
+    from .config import load_config
+    from .sbatch import BatchOptions, render_sbatch, submit
+    from .sections import SLURM_TIME
+
+    if args.nodes is not None and not 1 <= args.nodes <= 100000:
+        raise UsageError("--nodes: an integer from 1 to 100000")
+    if args.time is not None and not SLURM_TIME.match(args.time):
+        raise UsageError(f"--time {args.time!r}: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
+    config = load_config(args.config)
+    options = BatchOptions(nodes=args.nodes, time=args.time, partition=args.partition, account=args.account,
+                           mode=args.mode, job_id=args.job_id)
+    script = render_sbatch(config, args.config, options, sys.executable)
+    if not args.submit:
+        sys.stdout.write(script)
+        return 0
+    os.makedirs(config.job.log_dir, exist_ok=True)  # sbatch opens --output there before the script runs
+    status, said = submit(script)
+    print(said)
+    return 0 if status == 0 else 1
 
 
 def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:
@@ -331,7 +507,7 @@ def cmd_view(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 
 COMMANDS: Dict[str, Callable[[argparse.Namespace, Optional[List[str]]], int]] = {
-    "run": cmd_run, "plan": cmd_plan, "check": cmd_check, "options": cmd_catalog, "env-vars": cmd_catalog,
+    "run": cmd_run, "exec": cmd_exec, "plan": cmd_plan, "check": cmd_check, "sbatch": cmd_sbatch, "options": cmd_catalog, "env-vars": cmd_catalog,
     "status": cmd_view, "report": cmd_view, "stop": cmd_view}
 
 

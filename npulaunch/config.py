@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Un
 
 from .checker import Checker, describe, did_you_mean
 from .errors import ConfigError, ConfigProblem, YamlPath, render_path
-from .sections import parse_env, parse_monitor, parse_session_options
+from .sections import parse_env, parse_monitor, parse_session_options, parse_slurm
 
 if TYPE_CHECKING:  # yaml is imported only when a file is read
     from .yamlsource import YamlDocument
@@ -96,6 +96,7 @@ class ClusterConfig:
     data_preprocess: bool = False  # host_main: one process per host preprocesses for the host's devices
     monitor: Dict[str, Any] = field(default_factory=lambda: {"patterns": ()})  # sections.parse_monitor
     ssh: Dict[str, Any] = field(default_factory=dict)  # the ssh section: defaults for every host
+    slurm: Dict[str, Any] = field(default_factory=dict)  # the slurm section: npulaunch sbatch's header
 
     def problem(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> ConfigProblem:
         """A problem located in this config's YAML (or on the command line)."""
@@ -104,7 +105,7 @@ class ClusterConfig:
 
 
 TOP_KEYS = ("version", "job", "hosts", "env", "session_options", "rank_table", "product", "session_injection",
-            "session_precedence", "cpu_fallback", "data_preprocess", "monitor", "ssh")
+            "session_precedence", "cpu_fallback", "data_preprocess", "monitor", "ssh", "slurm")
 PRODUCTS = ("atlas-training", "atlas-a2", "atlas-a3", "atlas-inference", "atlas-300i-duo")
 JOB_KEYS = ("name", "id", "command", "workdir", "log_dir", "grace_period_s", "console", "forward_signals",
             "max_restarts")
@@ -137,6 +138,7 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     switches = _parse_switches(check, top)
     monitor = parse_monitor(check, top.get("monitor"))
     ssh = _parse_ssh(check, top.get("ssh"))
+    slurm = parse_slurm(check, top.get("slurm"))
     if check.problems:
         raise ConfigError(check.problems)
     assert job is not None
@@ -149,7 +151,7 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
         sources[f"hosts[{index}].devices"] = "yaml" if given else "default"
     return ClusterConfig(source=doc.source, job=job, hosts=hosts, env=env, session_options=options,
                          sources=sources, document=doc, warnings=tuple(check.warnings), monitor=monitor, ssh=ssh,
-                         **switches)
+                         slurm=slurm, **switches)
 
 
 def _parse_switches(check: Checker, top: Dict[str, Any]) -> Dict[str, Any]:

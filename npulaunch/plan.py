@@ -72,11 +72,14 @@ class LaunchPlan:
     progress_regex: str = ""  # lines that count as progress (default: any line)
     attempt: int = 0  # 0: the job is not restarted; else the attempt number, 1 first
     max_restarts: int = 0
+    local_names: Tuple[str, ...] = LOCAL_HOST_NAMES  # the hosts that are this machine
+    node: Optional[int] = None  # under a scheduler (node mode): this node's index; only its ranks run here
 
     @property
     def attempt_dir(self) -> str:
-        """Where this attempt's ranks, events and summary go (the job directory itself without restarts)."""
-        return self.job_dir if self.attempt == 0 else os.path.join(self.job_dir, f"attempt-{self.attempt}")
+        """Where this attempt's ranks, events and summary go: the job directory itself without
+        restarts; under a scheduler, each node's own directory in it (nodes may share the file system)."""
+        return attempt_dir(self.job_dir, self.attempt, self.node)
 
     def host_plan(self, node_rank: int) -> HostPlan:
         """The share of one host's agent."""
@@ -91,13 +94,28 @@ class LaunchPlan:
     def log_paths(self, spec: RankSpec) -> Tuple[str, str]:
         """Where the launcher finds a rank's stdout and stderr: its own files for a local rank, the
         copies gathered from the agent's stream for a remote one."""
-        if spec.host in LOCAL_HOST_NAMES:
+        if spec.host in self.local_names:
             return spec.stdout_path, spec.stderr_path
         gathered = os.path.join(self.attempt_dir, f"rank-{spec.rank}")
         return os.path.join(gathered, "stdout.log"), os.path.join(gathered, "stderr.log")
 
-    def is_local_only(self, local_names: Sequence[str] = LOCAL_HOST_NAMES) -> bool:
-        return all(host in local_names for host in self.hosts)
+    def is_local_only(self) -> bool:
+        return all(host in self.local_names for host in self.hosts)
+
+    @property
+    def own_dir(self) -> str:
+        """This launcher's part of the job directory: all of it, or this node's directory in it."""
+        return attempt_dir(self.job_dir, 0, self.node)
+
+    @property
+    def this_host_plan(self) -> HostPlan:
+        """What runs on this machine: the whole job on one host, or this node's share."""
+        return self.host_plan(self.node or 0)
+
+
+def attempt_dir(job_dir: str, attempt: int, node: Optional[int]) -> str:
+    here = job_dir if node is None else os.path.join(job_dir, f"node-{node}")
+    return here if attempt == 0 else os.path.join(here, f"attempt-{attempt}")
 
 
 def default_job_id(name: str, now: float, exists: Callable[[str], bool], log_dir: str) -> str:
@@ -111,8 +129,9 @@ def default_job_id(name: str, now: float, exists: Callable[[str], bool], log_dir
 
 
 def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Discovery,
-               job_id_source: str = "default", attempt: int = 0) -> LaunchPlan:
-    """Expand the config into ranks. Raises ConfigError/PlanError; never starts anything."""
+               job_id_source: str = "default", attempt: int = 0, node: Optional[int] = None) -> LaunchPlan:
+    """Expand the config into ranks. Raises ConfigError/PlanError; never starts anything.
+    ``node``: under a scheduler, the index of the node this plan is run on."""
     problems: List[ConfigProblem] = []
     validate_job_id(job_id, lambda found, allowed, hint: problems.append(
         config.problem(("job", "id"), found, allowed, hint)))
@@ -140,8 +159,7 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
         if errors:
             raise ConfigError(errors)
     tf_configs = _cpu_fallback(config, devices_by_host, discovery, notes, warnings) if config.cpu_fallback else []
-    attempt_dir = job_dir if attempt == 0 else os.path.join(job_dir, f"attempt-{attempt}")
-    job = _Job(config, job_id, job_uuid, job_dir, table_path, world_size, attempt, attempt_dir)
+    job = _Job(config, job_id, job_uuid, job_dir, table_path, world_size, attempt, attempt_dir(job_dir, attempt, node))
     ranks: List[RankSpec] = []
     for node_rank, (host, devices) in enumerate(zip(config.hosts, devices_by_host)):
         for local_rank, device_id in enumerate(devices):
@@ -163,7 +181,7 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
                       sources=sources, notes=tuple(notes), warnings=tuple(warnings), hang_startup_s=startup_s,
                       hang_steady_s=steady_s, patterns=tuple(config.monitor.get("patterns", ())), attempt=attempt,
                       progress_regex=config.monitor.get("progress_regex") or "",
-                      max_restarts=config.job.max_restarts)
+                      max_restarts=config.job.max_restarts, local_names=tuple(discovery.local_names), node=node)
 
 
 def _session_notes(config: ClusterConfig, devices_by_host: Sequence[Tuple[int, ...]], notes: List[str],
@@ -323,7 +341,7 @@ def _resolve_ips(host: HostConfig, devices: Tuple[int, ...], discovery: Discover
                  sources: Dict[str, str], index: int) -> Optional[Tuple[str, ...]]:
     key = f"hosts[{index}].device_ips"
     if host.device_ips is not None:
-        sources[key] = "yaml"
+        sources.setdefault(key, "yaml")  # or where the config got them (a scheduler's nodes exchanging them)
         return host.device_ips
     if host.host in discovery.local_names:
         found = discovery.device_ips(devices)

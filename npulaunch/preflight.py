@@ -21,7 +21,7 @@ def local_problems(plan: LaunchPlan, inherited: Mapping[str, str]) -> List[str]:
     """What would make this host's ranks fail at once; empty when nothing was found."""
     problems: List[str] = []
     seen_cwds = set()
-    for spec in plan.ranks:
+    for spec in plan.this_host_plan.ranks:
         if spec.cwd in seen_cwds:
             continue
         seen_cwds.add(spec.cwd)
@@ -39,8 +39,9 @@ def local_problems(plan: LaunchPlan, inherited: Mapping[str, str]) -> List[str]:
         script = python_script(spec.argv)
         if script is not None and not os.path.isfile(os.path.join(spec.cwd, script)):
             problems.append(f"script {script} does not exist (from working directory {spec.cwd})")
-    if os.path.exists(plan.job_dir):
-        problems.append(f"job directory {plan.job_dir} already exists: choose another --job-id or remove it")
+    if os.path.exists(plan.attempt_dir if plan.node is not None else plan.job_dir):  # nodes share a job dir
+        problems.append(f"job directory {plan.attempt_dir if plan.node is not None else plan.job_dir} already "
+                        "exists: choose another --job-id or remove it")
     return problems
 
 

@@ -126,3 +126,40 @@ def parse_monitor(check: Checker, value: Any) -> Dict[str, Any]:
             parsed.append({k: v for k, v in item.items()})
     result["patterns"] = tuple(parsed)
     return result
+
+
+SLURM_KEYS = ("nodes", "time", "partition", "account", "sbatch_options")
+SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+
+
+def parse_slurm(check: Checker, value: Any) -> Dict[str, Any]:
+    """The ``slurm`` section: what ``npulaunch sbatch`` puts in the batch script's header."""
+    section = check.mapping(value, ("slurm",), SLURM_KEYS)
+    result: Dict[str, Any] = {}
+    if "nodes" in section:
+        nodes = section["nodes"]
+        if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 100000:
+            check.add(("slurm", "nodes"), describe(nodes), "an integer from 1 to 100000")
+        else:
+            result["nodes"] = nodes
+    if "time" in section:
+        text = check.string(section["time"], ("slurm", "time"), "a Slurm time limit, e.g. \"2:00:00\" or \"1-00:00:00\"",
+                            "quote it: YAML reads 2:00:00 as a number")
+        if text is not None and not SLURM_TIME.match(text):
+            check.add(("slurm", "time"), describe(text), "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
+        elif text is not None:
+            result["time"] = text
+    for key in ("partition", "account"):
+        if key in section:
+            text = check.string(section[key], ("slurm", key), "a name")
+            if text is not None and not re.match(r"^[A-Za-z0-9_.,-]+$", text):
+                check.add(("slurm", key), describe(text), "letters, digits, '_', '.', '-' (and ',' between names)")
+            elif text is not None:
+                result[key] = text
+    extra = section.get("sbatch_options", [])
+    if not isinstance(extra, list) or not all(isinstance(o, str) and o.startswith("--") and "\n" not in o
+                                              for o in extra):
+        check.add(("slurm", "sbatch_options"), describe(extra), "a list of sbatch options, e.g. [\"--exclusive\"]")
+    else:
+        result["sbatch_options"] = tuple(extra)
+    return result

@@ -12,7 +12,7 @@ import os
 import time
 from typing import IO, Any, Callable, Dict, List, Mapping, Optional
 
-from .agent.agent import Agent, AgentOutcome, RankState
+from .agent.agent import Agent, AgentOutcome, RankState, write_once
 from .console import Console
 from .errors import PlanError
 from .events import Event, EventKind
@@ -37,19 +37,26 @@ def write_private(path: str, text: str) -> None:
 
 
 def prepare_job_dir(plan: LaunchPlan, inherited: Mapping[str, str]) -> None:
-    """Create ``<log_dir>/<job_id>/`` (mode 0700) with plan.json and the rank table."""
+    """Create ``<log_dir>/<job_id>/`` (mode 0700) with plan.json and the rank table. Under a
+    scheduler every node does this in a job directory the nodes may share: the node's own
+    directory in it must be new, the rank table is written once, whole, by whichever node is first."""
     os.makedirs(os.path.dirname(plan.job_dir), exist_ok=True)
+    own = plan.own_dir
     try:
-        os.mkdir(plan.job_dir, 0o700)
+        if plan.node is not None:
+            os.makedirs(plan.job_dir, 0o700, exist_ok=True)
+        os.mkdir(own, 0o700)
     except FileExistsError:
-        raise PlanError(f"job directory {plan.job_dir} already exists: choose another --job-id") from None
+        raise PlanError(f"job directory {own} already exists: choose another --job-id") from None
     except OSError as exc:
-        raise PlanError(f"cannot create job directory {plan.job_dir}: {exc.strerror}") from None
-    os.chmod(plan.job_dir, 0o700)  # whatever the umask
-    write_private(os.path.join(plan.job_dir, PLAN_FILENAME),
-                  render_plan_json(plan, {host: inherited for host in plan.hosts}))
+        raise PlanError(f"cannot create job directory {own}: {exc.strerror}") from None
+    os.chmod(own, 0o700)  # whatever the umask
+    write_private(os.path.join(own, PLAN_FILENAME), render_plan_json(plan, {host: inherited for host in plan.hosts}))
     if plan.rank_table is not None and plan.rank_table_path is not None:
-        write_private(plan.rank_table_path, render_rank_table(plan.rank_table))
+        if plan.node is None:
+            write_private(plan.rank_table_path, render_rank_table(plan.rank_table))
+        else:
+            write_once(plan.rank_table_path, render_rank_table(plan.rank_table))
 
 
 LAUNCHER_FILENAME = "launcher.json"  # who is running the job: for npulaunch stop
@@ -100,7 +107,7 @@ def run_with_restarts(plan_for: Callable[[int], LaunchPlan], console: Console, m
                         f"{attempt + 1} of {max_restarts + 1}")
         attempt += 1
     summary = dict(report.summary, attempts=attempts)
-    write_summary(plan.job_dir, summary)
+    write_summary(plan.own_dir, summary)
     if len(attempts) > 1:
         console.message("attempts: " + "; ".join(f"{a['attempt']}: {a['status']}" + (
             f" ({a['root_cause']['code'] or a['root_cause']['cls']})" if a["root_cause"] else "") for a in attempts))
@@ -126,7 +133,7 @@ class LocalSupervisor:
         """Run one attempt of the job (the only one unless it is restarted)."""
         if self.plan.attempt <= 1:
             prepare_job_dir(self.plan, self.inherited)
-            write_launcher(self.plan.job_dir)
+            write_launcher(self.plan.own_dir)
         if self.plan.attempt:
             os.mkdir(self.plan.attempt_dir, 0o700)
             write_private(os.path.join(self.plan.attempt_dir, PLAN_FILENAME),
@@ -139,10 +146,13 @@ class LocalSupervisor:
             if self._make_agents is not None:
                 self._agent = self._make_agents(self.plan, self._on_event, self.console.rank_output)
             else:
-                self._agent = Agent(self.plan.host_plan(0), self._on_event, self.console.rank_output,
+                self._agent = Agent(self.plan.this_host_plan, self._on_event, self.console.rank_output,
                                     base_env=self.inherited)
             attempt = f" (attempt {self.plan.attempt} of {self.plan.max_restarts + 1})" if self.plan.attempt else ""
-            self.console.message(f"job {self.plan.job_id}{attempt}: starting {self.plan.world_size} ranks, "
+            here = "" if self.plan.node is None else (f" of {self.plan.world_size}, node {self.plan.node} "
+                                                      f"({self.plan.hosts[self.plan.node]})")
+            self.console.message(f"job {self.plan.job_id}{attempt}: starting "
+                                 f"{len(self.plan.this_host_plan.ranks) if here else self.plan.world_size} ranks{here}, "
                                  f"logs in {out}")
             outcome: AgentOutcome = self._agent.run()
             report = build_report(self.plan, outcome, start, time.time(), self._kept)

@@ -147,3 +147,36 @@ def netns_hosts(tmp_path_factory):
         yield hosts.up()
     finally:
         hosts.down()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A real Slurm cluster on this machine: munged, slurmctld and slurmd n1-n3 (8 CPUs each), partition
+    npltest; run srun/sbatch/squeue with ``env=cluster.client_env()`` (or os.environ plus cluster.env())."""
+    from slurm_cluster import SlurmCluster, available
+
+    missing = available()
+    require(not missing, f"what the Slurm test cluster needs: {missing}")
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm") / "cluster")
+    try:
+        yield cluster.up()
+    finally:
+        cluster.down()
+
+
+# Open MPI 4.1 (Debian's openmpi-bin) on this one machine, as root, more ranks than cores, also from
+# inside a Slurm job: without plm isolated + ras ^slurm, mpirun inside an srun step launches its daemons
+# through Slurm and hangs. pml ob1 + btl self,vader,tcp skip probing UCX/OFI/openib (half the start-up
+# time, and their warnings in containers); no single-copy (CMA needs ptrace rights some containers
+# lack); TCP on loopback only. Open MPI refuses an MCA parameter given twice: override through ``mca``.
+MPIRUN_MCA = {"plm": "isolated", "ras": "^slurm", "pml": "ob1", "btl": "self,vader,tcp",
+              "btl_vader_single_copy_mechanism": "none", "btl_tcp_if_include": "lo", "oob_tcp_if_include": "lo"}
+
+
+def mpirun_argv(n: int, mca: Optional[Dict[str, str]] = None) -> List[str]:
+    """``mpirun ... -n N``: the argv prefix for N ranks of Open MPI on this machine (command follows)."""
+    argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+    for name, value in {**MPIRUN_MCA, **(mca or {})}.items():
+        argv += ["--mca", name, value]
+    return argv + ["-n", str(n)]
+

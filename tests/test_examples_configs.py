@@ -15,6 +15,7 @@ WORLD_SIZES = {
     "cluster_configs/local-4-quick.yaml": 4,
     "cluster_configs/server-8npu.yaml": 8,
     "cluster_configs/two-servers.yaml": 16,
+    "cluster_configs/slurm-4x8.yaml": 8,  # outside Slurm: the one entry; under Slurm 4 nodes x 8
     "examples/dump-and-profile.yaml": 2,
     "examples/legacy.yaml": 2,
 }
@@ -24,7 +25,8 @@ def shipped_yamls() -> set:
     found = set()
     for folder in ("cluster_configs", "examples"):
         for pattern in ("*.yaml", "*.yml"):
-            found |= {str(p.relative_to(ROOT)) for p in (ROOT / folder).rglob(pattern)}
+            found |= {str(p.relative_to(ROOT)) for p in (ROOT / folder).rglob(pattern)
+                      if not p.name.endswith(".manifest.yaml")}  # Kubernetes manifests, not cluster YAMLs
     return found
 
 
@@ -117,3 +119,13 @@ def test_plan_json_env_sources(env_plan: dict, name: str, source: str, value: st
     for rank in env_plan["plan"]["ranks"]:
         assert rank["env_sources"][name] == source
         assert rank["env"][name] == (value if value is not None else str(rank["rank"]))
+
+
+def test_the_volcano_manifest_runs_npulaunch_in_node_mode() -> None:
+    import yaml
+
+    manifest = yaml.safe_load((ROOT / "cluster_configs" / "kubernetes" / "volcano-job.manifest.yaml").read_text())
+    assert manifest["kind"] == "Job" and {"svc", "env"} <= set(manifest["spec"]["plugins"])
+    container = manifest["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+    assert container["command"][:5] == ["python3", "-m", "npulaunch", "run", "--scheduler"]
+    assert {e["name"] for e in container["env"]} == {"VOLCANO_JOB_NAME", "RANK_TABLE_FILE"}

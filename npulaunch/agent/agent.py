@@ -48,6 +48,42 @@ def _stack_signal(rank_dir: str) -> Tuple[int, int]:
         return 0, 0
 
 
+
+def write_once(path: str, text: str) -> bool:
+    """Create ``path`` with ``text`` unless it exists; readers never see it half-written (it is
+    written aside, then linked into place, which fails when another process got there first).
+    True when this call wrote it."""
+    aside = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            return False
+        except OSError:  # a file system without hard links: a rename is whole too, and the copies are equal
+            if os.path.exists(path):
+                return False
+            os.rename(aside, path)
+        return True
+    finally:
+        if os.path.exists(aside):
+            os.unlink(aside)
+
+
+def prepare_rank(spec: RankSpec, base_env: Mapping[str, str]) -> Dict[str, str]:
+    """Create the rank's directories and return its environment: ``base_env`` without what the
+    plan unsets, the plan's values, and the prepended paths (the injection hook's copy on this host)."""
+    for directory in (spec.rank_dir, spec.plog_dir):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    env = {k: v for k, v in base_env.items() if k not in spec.env_unset}
+    env.update(spec.env)
+    for name, first in spec.env_prepend.items():
+        first = first.replace(INJECTION_TOKEN, INJECT_DIR)
+        env[name] = first + os.pathsep + env[name] if env.get(name) else first
+    return env
+
 class RankState(str, Enum):
     PENDING = "pending"
     RUNNING = "running"
@@ -272,15 +308,11 @@ class Agent:
             self.kill(f"npulaunch received {name} again while stopping")
 
     def _write_rank_table(self) -> None:
-        """On a remote host the launcher's rank table does not exist: write the host's own copy."""
+        """On a remote host (or another node) the launcher's rank table does not exist: write the
+        host's own copy, unless a host sharing this file system already did."""
         path, table = self.plan.rank_table_path, self.plan.rank_table
         if path and table is not None and not os.path.exists(path):
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:  # another agent of a host sharing this filesystem wrote it
-                return
-            with os.fdopen(fd, "w") as handle:
-                json.dump(table, handle, indent=2)
+            write_once(path, json.dumps(table, indent=2) + "\n")
 
     def _start_all(self) -> None:
         self._emit(EventKind.JOB_STARTED, ranks=[r.spec.rank for r in self.ranks], pid=os.getpid())
@@ -293,13 +325,7 @@ class Agent:
 
     def _start(self, proc: RankProcess) -> None:
         spec = proc.spec
-        for directory in (spec.rank_dir, spec.plog_dir):
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-        env = {k: v for k, v in self._base_env.items() if k not in spec.env_unset}
-        env.update(spec.env)
-        for name, first in spec.env_prepend.items():
-            first = first.replace(INJECTION_TOKEN, INJECT_DIR)  # this host's copy of the hook
-            env[name] = first + os.pathsep + env[name] if env.get(name) else first
+        env = prepare_rank(spec, self._base_env)
         proc.tails = (FileTail(spec.stdout_path), FileTail(spec.stderr_path))
         proc.start_time = time.time()
         try:

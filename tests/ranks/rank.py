@@ -4,7 +4,7 @@
 
 ACTION is one of: ok, exit:N, segfault, sigkill, hang, ignore_term, grandchild, escape,
 spam:N (print N numbered lines), spam_crash:N (print N lines, then SIGKILL itself mid-stream),
-env (print the rank's environment as one JSON line), usr1 (wait for SIGUSR1, print, exit 0),
+env (print the rank's environment as one JSON line, and keep it in env.json), parent (print the parent process's name), usr1 (wait for SIGUSR1, print, exit 0),
 utf8 (write multi-byte characters split across writes, and \\r progress lines).
 DELAY: seconds to sleep first. Every rank prints "ready <pid>" first.
 """
@@ -89,8 +89,14 @@ def act(action):
         print("host " + socket.gethostname(), flush=True)
     elif name == "argv":  # this rank's argv and one variable, as JSON
         print("ARGV " + json.dumps({"argv": sys.argv[1:], "hostile": os.environ.get("HOSTILE")}), flush=True)
-    elif name == "env":
-        print(json.dumps(dict(os.environ)))
+    elif name == "env":  # printed, and kept as env.json in the rank's directory (rank mode has no log of its own)
+        print(json.dumps(dict(os.environ)), flush=True)
+        if os.environ.get("NPULAUNCH_RANK_DIR"):
+            with open(os.path.join(os.environ["NPULAUNCH_RANK_DIR"], "env.json"), "w") as out:
+                json.dump(dict(os.environ), out)
+    elif name == "parent":  # the name of the process that started this one
+        with open("/proc/%d/comm" % os.getppid()) as comm:
+            print("parent " + comm.read().strip(), flush=True)
     elif name == "usr1":
         got = []
         signal.signal(signal.SIGUSR1, lambda signum, frame: got.append(signum))
