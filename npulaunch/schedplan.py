@@ -31,7 +31,10 @@ def scheduler_config(config: ClusterConfig, view: SchedulerView, local_devices: 
     if node is None or not 0 <= node < len(names):
         raise SchedulerError(f"{view.kind.value}: this node's index is unknown or outside the {len(names)} nodes "
                              f"({describe(view)})")
-    sources = dict(config.sources, hosts=source)
+    sources = dict(config.sources, hosts=source, scheduler=f"{view.kind.value} ({view.sources.get('kind', 'detected')})",
+                   node=view.sources.get("node_index", "the scheduler"))
+    if rank_mode:
+        sources["rank"] = view.sources.get("rank", "the scheduler")
     by_name = {h.host: h for h in config.hosts}
     template = config.hosts[0] if len(config.hosts) == 1 else None
     hosts: List[HostConfig] = []

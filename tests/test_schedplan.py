@@ -112,3 +112,19 @@ def test_exchange_ignores_an_earlier_run_and_times_out_naming_the_missing_nodes(
     assert 5 <= clock.now < 5.5
     record: Dict[str, Any] = json.loads((tmp_path / "node-1.json").read_text())
     assert record == {"host": "n1", "epoch": "new"} and not list(tmp_path.glob("*.tmp"))
+
+
+def test_plan_shows_which_scheduler_variables_each_value_came_from(tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    config = tmp_path / "job.yaml"
+    config.write_text("job:\n  command: [python3, t.py]\nhosts:\n  - {host: x, devices: 2}\nrank_table: none\n")
+    result = run_cli("plan", str(config), "--json", env=SLURM)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["world_size"] == 6 and plan["hosts"] == ["n1", "n2", "n3"]
+    assert plan["sources"]["hosts"] == "scheduler (SLURM_JOB_NODELIST=n[1-3])"
+    assert plan["sources"]["node"] == "SLURM_NODEID=1" and plan["sources"]["job_id"] == "scheduler (SLURM_JOB_ID=9)"
+    assert plan["sources"]["scheduler"] == "slurm (SLURM_JOB_ID=9)"
+    table = run_cli("plan", str(config), env=SLURM).stdout
+    assert "node from SLURM_NODEID=1" in table
