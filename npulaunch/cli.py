@@ -308,12 +308,12 @@ def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
 
 
 def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from .planview import render_plan_json, render_plan_table
+    from .planview import render_plan_table, write_plan_json
 
     plan = _prepare(args, command)
     if args.json:
         inherited = {host: dict(os.environ) for host in plan.hosts if host in plan.local_names}
-        sys.stdout.write(render_plan_json(plan, inherited))
+        write_plan_json(sys.stdout, plan, inherited)
     else:
         sys.stdout.write(render_plan_table(plan))
     return 0
@@ -529,3 +529,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:  # before any rank started: nothing to stop
         return 130
+    except BrokenPipeError:  # the reader went away (npulaunch plan --json | head): as a shell tool would
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's final flush must not fail again
+        return 128 + 13

@@ -129,3 +129,29 @@ def test_the_volcano_manifest_runs_npulaunch_in_node_mode() -> None:
     container = manifest["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
     assert container["command"][:5] == ["python3", "-m", "npulaunch", "run", "--scheduler"]
     assert {e["name"] for e in container["env"]} == {"VOLCANO_JOB_NAME", "RANK_TABLE_FILE"}
+
+
+def test_plan_json_to_a_reader_that_stops_early_is_quiet(tmp_path: Path) -> None:
+    import subprocess
+
+    from conftest import base_env, npulaunch_argv
+
+    config = tmp_path / "big.yaml"  # about 2 MB of plan: far more than a pipe holds
+    config.write_text("job:\n  command: [python3, t.py]\nrank_table: none\nhosts:\n"
+                      + "".join(f"  - {{host: node{i}, devices: 8}}\n" for i in range(128)))
+    proc = subprocess.Popen(npulaunch_argv("plan", "--json", str(config)), cwd=str(ROOT),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base_env())
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    assert proc.wait(timeout=30) == 141 and "Traceback" not in err
+
+
+def test_plan_json_streams_one_line_per_rank_and_server() -> None:
+    text = run_cli("plan", "--json", "cluster_configs/two-servers.yaml").stdout
+    plan = json.loads(text)
+    lines = text.splitlines()
+    assert sum(line.startswith('    {"rank": ') for line in lines) == 16 == len(plan["ranks"])
+    assert sum(line.startswith('    {"server_id": ') for line in lines) == 2
+    assert plan["rank_table"]["server_list"][1]["device"][0]["rank_id"] == "8"
