@@ -1,7 +1,7 @@
 """Multi-host start-up over SSH: time from `npulaunch run` to every rank started, and to the end
 of a job of trivial ranks, for 1, 3 and 6 test hosts (network namespaces with their own sshd, as
 in the tests; needs root, iproute2, util-linux, openssh-server and the ssh extra). Also: time
-from a remote rank's failure to the launcher's exit. Usage: sudo python3 bench/ssh_startup.py
+from a remote rank's failure to the launcher's exit. Usage: sudo python3 bench/ssh_startup.py [--hosts 1,3,6] [--repeats 5]
 
 Besides wall times it reports the launcher's own CPU time and the CPU time the whole machine
 spent (every sshd, login shell, agent and rank of every test host, since they all share this
@@ -10,8 +10,10 @@ bound by the hosts' shared CPU, not by anything serial in the launcher."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import shutil
 import resource
 import statistics
 import subprocess
@@ -21,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from netns_hosts import NetnsHosts  # noqa: E402
+from netns_hosts import BENCH_NET, NetnsHosts  # noqa: E402
 
 
 def job(root: Path, hosts: NetnsHosts, count: int, rank_args: str) -> Path:
@@ -62,26 +64,32 @@ def once(config: Path, job_id: str) -> tuple:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--hosts", default="1,3,6", help="host counts to start")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    counts = [int(c) for c in args.hosts.split(",")]
     root = Path(tempfile.mkdtemp(prefix="npl-ssh-bench-"))
-    hosts = NetnsHosts(root / "hosts", 6).up()
+    hosts = NetnsHosts(root / "hosts", max(counts + [3]), BENCH_NET).up()  # apart from the tests' hosts
     try:
-        print(f"machine: {os.cpu_count()} cores; 2 trivial ranks per host; 5 runs, medians")
+        print(f"machine: {os.cpu_count()} cores; 2 trivial ranks per host; {args.repeats} runs, medians")
         print("| hosts | ranks | run -> all ranks started | run -> job done | launcher CPU | machine CPU |\n"
               "|---:|---:|---:|---:|---:|---:|")
-        for count in (1, 3, 6):
+        for count in counts:
             config = job(root, hosts, count, "print(1)")
-            runs = [once(config, f"s{count}-{i}") for i in range(5)]
+            runs = [once(config, f"s{count}-{i}") for i in range(args.repeats)]
             print(f"| {count} | {2 * count} | {statistics.median(r[0] for r in runs):.2f} s | "
                   f"{statistics.median(r[1] for r in runs):.2f} s | {statistics.median(r[3] for r in runs):.2f} s | "
                   f"{statistics.median(r[4] for r in runs):.2f} s |")
         config = job(root, hosts, 3, "import os, time, sys; time.sleep(1); "
                                      "sys.exit(3 if os.environ['RANK_ID'] == '3' else 0) if os.environ['RANK_ID'] == '3' "
                                      "else time.sleep(60)")
-        runs = [once(config, f"f-{i}") for i in range(3)]
+        runs = [once(config, f"f-{i}") for i in range(max(1, min(3, args.repeats)))]
         print(f"\nremote rank failure -> launcher exit (3 hosts, grace 1 s, ranks obey SIGTERM): "
               f"{statistics.median(r[2] for r in runs):.2f} s")
     finally:
         hosts.down()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
@@ -150,161 +149,18 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
         max_restarts=args.max_restarts)
 
 
-@dataclass(frozen=True)
-class Loaded:
-    """A config ready to plan: overrides applied and, under a scheduler, the allocation's hosts."""
-
-    config: Any
-    job_id: str
-    job_id_source: str
-    node: Optional[int] = None  # under a scheduler: this node's index
-    local_names: Tuple[str, ...] = ()
-    view: Any = None  # the scheduler's view (scheduler.SchedulerView), kind none without one
-
-
 def _load(args: argparse.Namespace, command: Optional[List[str]], rank_mode: bool = False,
-          starting: bool = False) -> Loaded:
-    """The config with the command line's overrides and the scheduler's allocation, its job id
-    and where that id came from. ``starting``: the job is about to start here, so under a
-    scheduler the nodes swap their device IPs (plan and check only look)."""
-    import socket
-    import time
+          starting: bool = False) -> Any:
+    from .prepare import load
 
-    from .config import load_config
-    from .overrides import apply_overrides, config_from_cli
-    from .plan import LOCAL_HOST_NAMES, default_job_id
-    from .schedplan import exchange_needed
-    from .scheduler import SchedulerKind, detect
-
-    overrides = _overrides(args, command)
-    if args.config:
-        config = apply_overrides(load_config(args.config), overrides)
-    else:
-        config = config_from_cli(overrides, os.getcwd())
-    view = detect(os.environ, socket.gethostname(), None if args.scheduler == "auto" else args.scheduler)
-    node, local_names = None, tuple(LOCAL_HOST_NAMES)
-    if view.kind in (SchedulerKind.VOLCANO, SchedulerKind.K8S) and os.environ.get("RANK_TABLE_FILE"):
-        config, view = _mindx(config, view, os.environ["RANK_TABLE_FILE"])
-    if view.kind is not SchedulerKind.NONE:
-        config, node, view = _allocated(config, view, rank_mode)
-        local_names = (config.hosts[node].host,) + local_names
-    if overrides.job_id is not None:
-        job_id, source = overrides.job_id, "cli"
-    elif config.job.id is not None:
-        job_id, source = config.job.id, "yaml"
-    elif view.job_id is not None:
-        job_id, source = view.job_id, f"scheduler ({view.sources.get('job_id', view.kind.value)})"
-    elif node is not None and len(config.hosts) > 1:
-        raise UsageError(f"under {view.kind.value} every node must use the same job id, and the scheduler gives "
-                         "none: pass --job-id or set job.id")
-    else:
-        job_id = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
-        source = "default (job.name and the time)"
-    if starting and node is not None and exchange_needed(config, node):
-        config = _exchange_device_ips(config, node, os.path.join(config.job.log_dir, job_id), view)
-    return Loaded(config, job_id, source, node, local_names, view)
-
-
-RANK_TABLE_WAIT_S = 600.0  # how long the MindX operator may take to fill in its rank table
-
-
-def _mindx(config: Any, view: Any, path: str) -> Tuple[Any, Any]:
-    """Under Volcano / Kubernetes with Ascend's MindX operator: wait until the rank table it mounts
-    is complete, then take the job's hosts, devices and device IPs from it."""
-    import socket
-
-    from .schedplan import hosts_from_rank_table, node_in_rank_table
-    from .scheduler import wait_for_rank_table
-
-    table = wait_for_rank_table(path, float(os.environ.get("NPULAUNCH_RANK_TABLE_WAIT_S", RANK_TABLE_WAIT_S)))
-    config = hosts_from_rank_table(config, table, path)
-    names = [socket.gethostname()]
-    try:
-        names.append(socket.gethostbyname(socket.gethostname()))
-    except OSError:
-        pass
-    return config, node_in_rank_table(config, view, names)
-
-
-RENDEZVOUS_TIMEOUT_S = 600.0  # nodes of one allocation start within seconds; 10 min covers slow file systems
-
-
-def _exchange_device_ips(config: Any, node: int, job_dir: str, view: Any) -> Any:
-    """Every node reads its own NPUs' addresses and they swap them through the job directory."""
-    from dataclasses import replace
-
-    from .discovery import discover_device_ips
-    from .rendezvous import exchange
-
-    me = config.hosts[node]
-    ips = me.device_ips if me.device_ips is not None else discover_device_ips(me.devices)
-    epoch = "/".join(v for k, v in sorted(view.sources.items()) if k in ("job_id", "hosts"))
-    timeout = float(os.environ.get("NPULAUNCH_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S))
-    records = exchange(os.path.join(job_dir, "rendezvous"), node, len(config.hosts),
-                       {"host": me.host, "device_ips": list(ips) if ips else None}, timeout, epoch)
-    hosts = tuple(h if h.device_ips is not None or not r["device_ips"] else replace(h, device_ips=tuple(r["device_ips"]))
-                  for h, r in zip(config.hosts, records))
-    sources = dict(config.sources)
-    for index, (before, after) in enumerate(zip(config.hosts, hosts)):
-        if before.device_ips is None and after.device_ips is not None:
-            sources[f"hosts[{index}].device_ips"] = f"hccn_tool on {after.host}, exchanged in {job_dir}/rendezvous"
-    return replace(config, hosts=hosts, sources=sources)
-
-
-def _allocated(config: Any, view: Any, rank_mode: bool) -> Tuple[Any, int, Any]:
-    """The config on the scheduler's nodes, refusing the ways of starting npulaunch that would run
-    ranks twice or on one node only."""
-    from .discovery import discover_usable_devices
-    from .schedplan import describe, rank_mode_view, scheduler_config
-    from .scheduler import SchedulerKind
-
-    if rank_mode:
-        view = rank_mode_view(view)
-    else:
-        if view.kind is SchedulerKind.SLURM and (view.node_count or 1) > 1 and "SLURM_STEP_ID" not in os.environ:
-            raise UsageError(f"this is the batch script of a {view.node_count}-node Slurm job: start npulaunch on "
-                             "every node with srun --ntasks-per-node=1 npulaunch run ...")
-        if view.local_size not in (None, 1):
-            raise UsageError(f"{view.kind.value} started {view.local_size} tasks on this node ({describe(view)}); "
-                             "npulaunch run starts a node's ranks itself: one task per node (srun "
-                             "--ntasks-per-node=1, mpirun --map-by ppr:1:node), or npulaunch exec for one task per rank")
-    return scheduler_config(config, view, discover_usable_devices, rank_mode) + (view,)
-
-
-def _planner(loaded: Loaded, remote: Any = None) -> Callable[[int], Any]:
-    """attempt -> plan (a restarted job is planned again: fresh ports, its own directory).
-    ``remote``: what the remote hosts' preflight found (their NPUs and device IPs)."""
-    import shutil
-
-    from .discovery import (
-        discover_device_ips,
-        discover_usable_devices,
-        free_loopback_ports,
-    )
-    from .plan import Discovery, build_plan
-
-    config, job_id, source = loaded.config, loaded.job_id, loaded.job_id_source
-    discovery = Discovery(devices=discover_usable_devices, device_ips=discover_device_ips,
-                          free_ports=free_loopback_ports, npu_present=lambda: shutil.which("npu-smi") is not None,
-                          remote=remote, local_names=loaded.local_names)
-    restarted = config.job.max_restarts > 0
-    first: List[Any] = []  # attempt 1 is planned once, whoever asks first
-
-    def plan_for(attempt: int) -> Any:
-        if attempt > 1:
-            return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source,
-                              attempt=attempt, node=loaded.node)
-        if not first:
-            first.append(build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source,
-                                    attempt=1 if restarted else 0, node=loaded.node))
-        return first[0]
-
-    return plan_for
+    return load(args.config, _overrides(args, command), args.scheduler, rank_mode, starting)
 
 
 def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
     """Config -> plan, for the commands that only look (plan)."""
-    return _planner(_load(args, command))(1)
+    from .prepare import planner
+
+    return planner(_load(args, command))(1)
 
 
 def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
@@ -321,11 +177,12 @@ def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from .preflight import check_local
+    from .prepare import is_remote, open_fleet, planner
 
     loaded = _load(args, command)
-    fleet = _open_fleet(loaded) if _is_remote(loaded) and not args.offline else None
+    fleet = open_fleet(loaded) if is_remote(loaded) and not args.offline else None
     try:
-        plan = _planner(loaded, fleet.facts if fleet else None)(1)
+        plan = planner(loaded, fleet.facts if fleet else None)(1)
     finally:
         if fleet is not None:
             fleet.close()
@@ -352,48 +209,15 @@ def _console(plan: Any, ranks: Optional[set], live: bool) -> Any:
     return Console(plan.console, ranks=ranks, show_host=len(plan.hosts) > 1)
 
 
-def _is_remote(loaded: Loaded) -> bool:
-    """Whether npulaunch starts ranks on other hosts itself, over SSH (not under a scheduler)."""
-    return loaded.node is None and any(host.host not in loaded.local_names for host in loaded.config.hosts)
-
-
-def _open_fleet(loaded: Loaded) -> Any:
-    """Connect to every host, ship the agent and run the preflight probe there (Fabric is
-    imported only now). Raises BackendError, listing every host's problem, if any host fails.
-    What can be checked offline is checked first: a plan without the hosts' facts (unless a
-    remote host's devices are only known from its npu-smi), so a bad config never waits on SSH."""
-    from .config import ALL_DEVICES
-
-    config = loaded.config
-    if not any(h.devices == ALL_DEVICES and h.host not in loaded.local_names for h in config.hosts):
-        _planner(loaded)(1)
-
-    from .backends.fleet import Fleet
-    from .backends.remotecheck import probe_asks
-    from .backends.sshchannel import SshTarget
-
-    ssh = config.ssh
-    targets = {}
-    for host in config.hosts:
-        login = dict(ssh, **host.ssh)
-        paths = {key: os.path.expanduser(login[key]) if login.get(key) else None
-                 for key in ("identity_file", "known_hosts", "config")}
-        targets[host.host] = SshTarget(host.host, user=login.get("user"), port=login.get("port"),
-                                       identity_file=paths["identity_file"], known_hosts=paths["known_hosts"],
-                                       ssh_config=paths["config"],
-                                       accept_unknown_hosts=bool(login.get("accept_unknown_hosts", False)),
-                                       connect_timeout_s=float(login.get("connect_timeout_s", 10.0)))
-    return Fleet(targets, parallel=int(ssh.get("parallel", 32))).open(probe_asks(config, loaded.job_id))
-
-
 def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from .preflight import check_local
+    from .prepare import is_remote, open_fleet, planner
     from .supervisor import run_with_restarts
 
     loaded = _load(args, command, starting=True)
-    fleet = _open_fleet(loaded) if _is_remote(loaded) else None
+    fleet = open_fleet(loaded) if is_remote(loaded) else None
     try:
-        plan_for = _planner(loaded, fleet.facts if fleet else None)
+        plan_for = planner(loaded, fleet.facts if fleet else None)
         plan = plan_for(1)
         make_agents = None
         if fleet is None:
@@ -420,13 +244,14 @@ def cmd_exec(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     """Rank mode: this process becomes the rank the scheduler made it (exec, nothing in between)."""
     from .agent.agent import prepare_rank, write_once
     from .planview import render_plan_json
+    from .prepare import planner
     from .ranktable import render_rank_table
 
     loaded = _load(args, command, rank_mode=True, starting=True)
     if loaded.node is None:
         raise UsageError("npulaunch exec runs as one task of a scheduler's job (srun -n N, mpirun -n N, ...), and "
                          "no scheduler was found in the environment (or pass --scheduler)")
-    plan = _planner(loaded)(1)
+    plan = planner(loaded)(1)
     view = loaded.view
     spec = plan.ranks[view.rank]
     if (spec.node_rank, spec.local_rank) != (loaded.node, view.local_rank):

@@ -19,9 +19,20 @@ from pathlib import Path
 from typing import List
 
 SSHD = "/usr/sbin/sshd"
-PREFIX = "10.79.0"  # the test subnet: bridge .1, hosts .11, .12, ...
-BRIDGE = "npltest0"
-NS_PREFIX = "npltest-"  # namespace names: npltest-h1, ...; leftovers of a crashed run are removed on up()
+
+
+@dataclass(frozen=True)
+class Network:
+    """Names and subnet of one set of hosts; leftovers of a crashed run are removed on up()."""
+
+    subnet: str  # the first three numbers: bridge .1, hosts .11, .12, ...
+    bridge: str
+    ns_prefix: str  # namespace names: <prefix>h1, ...
+    veth_prefix: str  # the host side of each host's veth pair
+
+
+TESTS_NET = Network("10.79.0", "npltest0", "npltest-", "nplv-")
+BENCH_NET = Network("10.78.0", "nplbench0", "nplbench-", "nplb-")  # bench/ssh_startup.py: never clashes
 
 
 def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -43,14 +54,15 @@ class TestHost:
     name: str
     address: str
     directory: Path
+    net: Network = TESTS_NET
 
     @property
     def netns(self) -> str:
-        return NS_PREFIX + self.name
+        return self.net.ns_prefix + self.name
 
     @property
     def veth(self) -> str:
-        return "nplv-" + self.name
+        return self.net.veth_prefix + self.name
 
     @property
     def pid(self) -> int:
@@ -64,6 +76,7 @@ class TestHost:
 class NetnsHosts:
     root: Path
     count: int
+    net: Network = TESTS_NET
     hosts: List[TestHost] = field(default_factory=list)
 
     @property
@@ -85,20 +98,21 @@ class NetnsHosts:
         return self.root / "bin"
 
     def up(self) -> "NetnsHosts":
-        remove_leftovers()
+        remove_leftovers(self.net)
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
         self.bin_dir.mkdir(exist_ok=True)
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "npulaunch-tests", "-f", str(self.client_key))
         shutil.copy(self.root / "client_key.pub", self.root / "authorized_keys")
-        if run("ip", "link", "show", BRIDGE, check=False).returncode != 0:
-            run("ip", "link", "add", BRIDGE, "type", "bridge")
-        run("ip", "addr", "replace", f"{PREFIX}.1/24", "dev", BRIDGE)
-        run("ip", "link", "set", BRIDGE, "up")
-        etc_hosts = "127.0.0.1 localhost\n" + "".join(f"{PREFIX}.{10 + i} h{i}\n" for i in range(1, self.count + 1))
+        net = self.net
+        if run("ip", "link", "show", net.bridge, check=False).returncode != 0:
+            run("ip", "link", "add", net.bridge, "type", "bridge")
+        run("ip", "addr", "replace", f"{net.subnet}.1/24", "dev", net.bridge)
+        run("ip", "link", "set", net.bridge, "up")
+        etc_hosts = "127.0.0.1 localhost\n" + "".join(f"{net.subnet}.{10 + i} h{i}\n" for i in range(1, self.count + 1))
         for i in range(1, self.count + 1):
-            host = TestHost(f"h{i}", f"{PREFIX}.{10 + i}", self.root / f"h{i}")
+            host = TestHost(f"h{i}", f"{net.subnet}.{10 + i}", self.root / f"h{i}", net)
             self.hosts.append(host)  # before it exists: down() cleans up a half-made host too
             self._host_up(host, etc_hosts)
         known, config = [], []
@@ -117,7 +131,7 @@ class NetnsHosts:
         directory.mkdir(exist_ok=True)
         run("ip", "netns", "add", ns)
         run("ip", "link", "add", host.veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        run("ip", "link", "set", host.veth, "master", BRIDGE, "up")
+        run("ip", "link", "set", host.veth, "master", self.net.bridge, "up")
         run("ip", "-n", ns, "link", "set", "lo", "up")
         run("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
         run("ip", "-n", ns, "link", "set", "eth0", "up")
@@ -147,7 +161,7 @@ class NetnsHosts:
         for host in self.hosts:
             _remove_namespace(host.netns, extra_pid=host.pid)
             run("umount", str(host.directory / "uts"), check=False)
-        run("ip", "link", "del", BRIDGE, check=False)
+        run("ip", "link", "del", self.net.bridge, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def set_link(self, host: TestHost, up: bool) -> None:
@@ -167,14 +181,14 @@ def _remove_namespace(ns: str, extra_pid: int = 0) -> None:
     shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
 
 
-def remove_leftovers() -> None:
+def remove_leftovers(net: Network = TESTS_NET) -> None:
     """Namespaces, veths and the bridge a crashed earlier run left behind (ours by their prefix)."""
     for line in run("ip", "netns", "list", check=False).stdout.splitlines():
         name = line.split()[0] if line.split() else ""
-        if name.startswith(NS_PREFIX):
+        if name.startswith(net.ns_prefix):
             _remove_namespace(name)
     for line in run("ip", "-o", "link", "show", check=False).stdout.splitlines():
         fields = line.split(":")
-        if len(fields) > 1 and fields[1].strip().split("@")[0].startswith("nplv-"):
+        if len(fields) > 1 and fields[1].strip().split("@")[0].startswith(net.veth_prefix):
             run("ip", "link", "del", fields[1].strip().split("@")[0], check=False)
-    run("ip", "link", "del", BRIDGE, check=False)
+    run("ip", "link", "del", net.bridge, check=False)
