@@ -42,10 +42,12 @@ class Console:
         if self._broken or not self.shows(spec):
             return
         prefix = self.prefix(spec).decode()
-        if any(is_progress(line) for line in lines):
+        body = "\n".join(lines)  # one pass in C per batch, not a Python step per line
+        if "\r" in body:  # progress lines (they end with \r): a run of them shows as its last
             lines = [line.rstrip("\r") for i, line in enumerate(lines)
                      if not (is_progress(line) and i + 1 < len(lines) and is_progress(lines[i + 1]))]
-        data = (prefix + ("\n" + prefix).join(lines) + "\n").encode("utf-8", "replace")
+            body = "\n".join(lines)
+        data = (prefix + body.replace("\n", "\n" + prefix) + "\n").encode("utf-8", "replace")
         self._write(self._err if stream == "stderr" else self._out, data)
 
     def message(self, text: str) -> None:

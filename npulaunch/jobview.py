@@ -103,7 +103,7 @@ def stop_job(job_dir: str) -> str:
     match what it recorded."""
     import signal
 
-    import psutil
+    from .agent.procs import start_ticks
 
     record = _load(os.path.join(job_dir, "launcher.json"))
     if record is None:
@@ -111,12 +111,8 @@ def stop_job(job_dir: str) -> str:
         raise UsageError(f"{job_dir} has no launcher.json: not started by this npulaunch, or not yet")
     if _load(os.path.join(job_dir, "summary.json")) is not None:
         return "the job has already finished"
-    try:
-        launcher = psutil.Process(record["pid"])
-        same = abs(launcher.create_time() - record["create_time"]) < 0.01
-    except psutil.NoSuchProcess:
-        same = False
-    if not same:
+    ticks = record.get("start_ticks")
+    if ticks is None or start_ticks(record["pid"]) != ticks:
         return "its launcher is gone; its agents stop their ranks by themselves"
-    launcher.send_signal(signal.SIGTERM)
+    os.kill(record["pid"], signal.SIGTERM)
     return f"asked launcher {record['pid']} to stop the job (SIGTERM)"

@@ -13,6 +13,11 @@ from typing import Any, Callable, List, Optional, Tuple
 from .errors import UsageError
 from .overrides import Overrides
 
+# Any of these in the environment may mean a scheduler started npulaunch (scheduler.detect's
+# automatic detection looks for the same ones first; a test keeps the two in step).
+SCHEDULER_MARKERS = ("SLURM_JOB_ID", "SLURM_JOBID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "VC_TASK_INDEX",
+                     "KUBERNETES_SERVICE_HOST")
+
 
 @dataclass(frozen=True)
 class Loaded:
@@ -23,7 +28,7 @@ class Loaded:
     job_id_source: str
     node: Optional[int] = None  # under a scheduler: this node's index
     local_names: Tuple[str, ...] = ()
-    view: Any = None  # the scheduler's view (scheduler.SchedulerView), kind none without one
+    view: Any = None  # the scheduler's view (scheduler.SchedulerView); None without a scheduler
 
 
 def load(config_path: Optional[str], overrides: Overrides, scheduler: str = "auto", rank_mode: bool = False,
@@ -31,44 +36,55 @@ def load(config_path: Optional[str], overrides: Overrides, scheduler: str = "aut
     """The config with the command line's overrides and the scheduler's allocation, its job id
     and where that id came from. ``starting``: the job is about to start here, so under a
     scheduler the nodes swap their device IPs (plan and check only look)."""
-    import socket
     import time
 
     from .config import load_config
     from .overrides import apply_overrides, config_from_cli
     from .plan import LOCAL_HOST_NAMES, default_job_id
-    from .schedplan import exchange_needed
-    from .scheduler import SchedulerKind, detect
 
     if config_path:
         config = apply_overrides(load_config(config_path), overrides)
     else:
         config = config_from_cli(overrides, os.getcwd())
-    view = detect(os.environ, socket.gethostname(), None if scheduler == "auto" else scheduler)
+    view = None  # without a scheduler's variables the scheduler module is not even imported (~10 ms)
+    if scheduler != "auto" or any(os.environ.get(name) for name in SCHEDULER_MARKERS):
+        import socket
+
+        from .scheduler import SchedulerKind, detect
+
+        view = detect(os.environ, socket.gethostname(), None if scheduler == "auto" else scheduler)
+        if view.kind is SchedulerKind.NONE:
+            view = None
     node, local_names = None, tuple(LOCAL_HOST_NAMES)
-    if view.kind in (SchedulerKind.VOLCANO, SchedulerKind.K8S) and os.environ.get("RANK_TABLE_FILE"):
+    if view is not None and view.kind in ("volcano", "k8s") and os.environ.get("RANK_TABLE_FILE"):
         config, view = _mindx(config, view, os.environ["RANK_TABLE_FILE"])
-    if view.kind is not SchedulerKind.NONE:
+    if view is not None:
         config, node, view = _allocated(config, view, rank_mode)
         local_names = (config.hosts[node].host,) + local_names
     if overrides.job_id is not None:
         job_id, source = overrides.job_id, "cli"
     elif config.job.id is not None:
         job_id, source = config.job.id, "yaml"
-    elif view.job_id is not None:
+    elif view is not None and view.job_id is not None:
         job_id, source = view.job_id, f"scheduler ({view.sources.get('job_id', view.kind.value)})"
     elif node is not None and len(config.hosts) > 1:
-        raise UsageError(f"under {view.kind.value} every node must use the same job id, and the scheduler gives "
+        raise UsageError(f"under {view.kind.value if view else 'a scheduler'} every node must use the same job id, and the scheduler gives "
                          "none: pass --job-id or set job.id")
     else:
         job_id = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
         source = "default (job.name and the time)"
-    if starting and node is not None and exchange_needed(config, node):
+    if starting and node is not None and _exchange_needed(config, node):
         config = _exchange_device_ips(config, node, os.path.join(config.job.log_dir, job_id), view)
     return Loaded(config, job_id, source, node, local_names, view)
 
 
 RANK_TABLE_WAIT_S = 600.0  # how long the MindX operator may take to fill in its rank table
+
+
+def _exchange_needed(config: Any, node: int) -> bool:
+    from .schedplan import exchange_needed
+
+    return exchange_needed(config, node)
 
 
 def _mindx(config: Any, view: Any, path: str) -> Tuple[Any, Any]:

@@ -7,9 +7,7 @@ Pure: the environment, hostname, clock, sleep and file reader are passed in. It 
 
 from __future__ import annotations
 
-import difflib
 import json
-import logging
 import math
 import re
 import time
@@ -19,8 +17,6 @@ from itertools import product
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import NpulaunchError
-
-log = logging.getLogger(__name__)
 
 MAX_HOSTS = 65536  # a typo such as node[1-10000000] must fail at once, not fill the launcher's memory
 POLL_INTERVAL_S = 0.5
@@ -429,6 +425,8 @@ def _forced_kind(forced: Optional[str]) -> Optional[SchedulerKind]:
         return SchedulerKind(forced)
     except ValueError:
         choices = [kind.value for kind in SchedulerKind]
+        import difflib
+
         close = difflib.get_close_matches(str(forced), choices, n=1)
         raise _invalid("scheduler", repr(forced), ", ".join(choices),
                        f"did you mean {close[0]}?" if close else "") from None
@@ -468,14 +466,10 @@ def wait_for_rank_table(path: str, timeout_s: float, clock: Callable[[], float] 
     with ``"status": "initializing"`` and rewrites it with ``"completed"`` when every pod has its
     devices. Looks every POLL_INTERVAL_S, at least once, and once more at the deadline."""
     deadline = clock() + timeout_s
-    last = ""
     while True:
         seen, table = _look_at_rank_table(path, read)
         if table is not None:
             return table
-        if seen != last:
-            log.info("HCCL rank table %s: %s, waiting up to %g s", path, seen, timeout_s)
-            last = seen
         remaining = deadline - clock()
         if remaining <= 0:
             raise SchedulerError(f"HCCL rank table {path}: not ready after {timeout_s:g} s, last seen: {seen}; "

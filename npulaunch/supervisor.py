@@ -64,11 +64,10 @@ LAUNCHER_FILENAME = "launcher.json"  # who is running the job: for npulaunch sto
 
 def write_launcher(job_dir: str) -> None:
     """Record this launcher (pid and start time, so a reused pid is never mistaken for it)."""
-    import psutil
+    from .agent.procs import start_ticks
 
-    me = psutil.Process()
     write_private(os.path.join(job_dir, LAUNCHER_FILENAME),
-                  json.dumps({"pid": me.pid, "create_time": me.create_time()}) + "\n")
+                  json.dumps({"pid": os.getpid(), "start_ticks": start_ticks(os.getpid())}) + "\n")
 
 
 def write_summary(directory: str, summary: Dict[str, Any]) -> None:

@@ -128,3 +128,25 @@ def test_plan_shows_which_scheduler_variables_each_value_came_from(tmp_path: Pat
     assert plan["sources"]["scheduler"] == "slurm (SLURM_JOB_ID=9)"
     table = run_cli("plan", str(config), env=SLURM).stdout
     assert "node from SLURM_NODEID=1" in table
+
+
+def test_every_variable_that_detection_reacts_to_is_a_marker() -> None:
+    """prepare.load imports the scheduler module only when a marker is set: any variable that
+    alone makes detect() find a scheduler (or complain) must be one of them."""
+    import re
+
+    import npulaunch.scheduler as scheduler
+    from npulaunch.prepare import SCHEDULER_MARKERS
+
+    names = set(re.findall(r'"([A-Z][A-Z0-9_]{3,})"', Path(scheduler.__file__).read_text()))
+    assert len(names) > 20
+    reacting = set()
+    for name in names:
+        for value in ("1", "0", "n1", "x-1"):
+            try:
+                found = detect({name: value}, "host-0").kind.value != "none"
+            except SchedulerError:
+                found = True
+            if found:
+                reacting.add(name)
+    assert reacting and reacting <= set(SCHEDULER_MARKERS), reacting - set(SCHEDULER_MARKERS)

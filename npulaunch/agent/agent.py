@@ -353,7 +353,7 @@ class Agent:
                 continue  # an orphaned descendant re-parented to us
             self._pump_rank(proc)  # its last lines come before its exit on the console
             self.monitor.exited(proc.spec.rank)
-            if self._guard is not None and not procs.live_members({pid}):
+            if self._guard is not None and procs.group_is_empty(pid):
                 self._guard.forget(pid)  # its group is empty: the number may be reused by others
             proc.exit_code, proc.signal = procs.decode_status(status)
             if proc.popen is not None:

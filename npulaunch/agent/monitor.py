@@ -62,7 +62,11 @@ class Monitor:
         if seen is not None and lines and (
                 self._progress_re is None or any(self._progress_re.search(line) for line in lines)):
             seen.saw(self._clock())
-        self._match(rank, stream, [line.rstrip("\r") for line in lines], plog=False)
+        joined = "\n".join(lines)
+        if "\r" in joined:  # progress updates: matched without their \r
+            lines = [line.rstrip("\r") for line in lines]
+            joined = "\n".join(lines)
+        self._match(rank, stream, lines, plog=False, joined=joined)
 
     def timeout_s(self) -> Optional[float]:
         """How long the agent may sleep before the next check."""
@@ -114,9 +118,9 @@ class Monitor:
             if texts:
                 self._match(rank, os.path.basename(path), texts, plog=True)
 
-    def _match(self, rank: int, stream: str, texts: List[str], plog: bool) -> None:
+    def _match(self, rank: int, stream: str, texts: List[str], plog: bool, joined: Optional[str] = None) -> None:
         context = self._context.setdefault((rank, stream), collections.deque(maxlen=CONTEXT_LINES))
-        for index, signature in self._matcher.scan(texts):
+        for index, signature in self._matcher.scan(texts, joined):
             if (rank, signature.name) not in self._reported:
                 self._reported.add((rank, signature.name))
                 before = (list(context) + texts[:index])[-CONTEXT_LINES:]

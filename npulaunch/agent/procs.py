@@ -130,6 +130,13 @@ def _read_stat(pid: int) -> Optional[List[str]]:
     return data[data.rfind(b")") + 2:].decode("ascii", "replace").split()
 
 
+def start_ticks(pid: int) -> Optional[int]:
+    """When the process started (clock ticks since boot): with the pid, it names one process for
+    good, since a pid can be reused but not with the same start time."""
+    fields = _read_stat(pid)
+    return int(fields[19]) if fields and len(fields) > 19 else None
+
+
 def _all_pids() -> List[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
@@ -154,6 +161,19 @@ def live_members(pgids: Set[int], table: Optional[Dict[int, ProcInfo]] = None) -
     """``{pid: pgid}`` of live processes in the given process groups."""
     table = snapshot() if table is None else table
     return {pid: info.pgid for pid, info in table.items() if info.pgid in pgids}
+
+
+def group_is_empty(pgid: int) -> bool:
+    """Whether no live process is left in a process group. Asking the kernel first is cheap (no
+    member at all, the usual case once a rank has exited); only when some member remains, which
+    may be a zombie, is /proc read."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    return not live_members({pgid})
 
 
 def descendants(root: int, table: Dict[int, ProcInfo]) -> Set[int]:

@@ -1,0 +1,25 @@
+"""The benchmarks' smoke mode (tiny sizes, one run each): they run end to end and write their
+tables, so they cannot rot. Their numbers are not judged here (bench/README.md has them)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, base_env, require
+
+
+def test_every_benchmark_runs_in_smoke_mode(tmp_path: Path) -> None:
+    from netns_hosts import available
+
+    missing = available()
+    require(not missing, f"what the SSH start-up benchmark's hosts need: {missing}")
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "run_all.py"), "--smoke", "--out", str(tmp_path)],
+                          env=base_env(), cwd=str(ROOT), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for name in ("compare.md", "plan_scale.md", "injection_cost.md", "ssh_startup.md"):
+        text = (tmp_path / name).read_text()
+        assert "|---" in text, f"{name} has no table:\n{text}"
+    assert "npulaunch" in (tmp_path / "compare.md").read_text()
+    assert "| 64 | 8 | 512 |" in (tmp_path / "plan_scale.md").read_text()
