@@ -16,7 +16,7 @@ INJECT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 def timed(env: dict) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import json"], env=env, check=True)
+    subprocess.run([sys.executable, "-c", "import json"], env=env, check=True, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
 
 

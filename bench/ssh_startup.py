@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
