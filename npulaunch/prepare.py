@@ -92,8 +92,7 @@ def _mindx(config: Any, view: Any, path: str) -> Tuple[Any, Any]:
     is complete, then take the job's hosts, devices and device IPs from it."""
     import socket
 
-    from .schedplan import hosts_from_rank_table, node_in_rank_table
-    from .scheduler import wait_for_rank_table
+    from .mindx import hosts_from_rank_table, node_in_rank_table, wait_for_rank_table
 
     table = wait_for_rank_table(path, float(os.environ.get("NPULAUNCH_RANK_TABLE_WAIT_S", RANK_TABLE_WAIT_S)))
     config = hosts_from_rank_table(config, table, path)

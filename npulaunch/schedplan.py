@@ -10,7 +10,7 @@ node builds the same plan and the same rank table without talking to the others.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Callable, List, Sequence, Tuple
 
 from .config import ALL_DEVICES, ClusterConfig, HostConfig, RankTableMode
 from .errors import ConfigError
@@ -109,32 +109,3 @@ def exchange_needed(config: ClusterConfig, node: int) -> bool:
     not in the YAML (each node can only ask its own hccn_tool)."""
     return (config.rank_table is not RankTableMode.NONE and len(config.hosts) > 1
             and any(h.device_ips is None for i, h in enumerate(config.hosts) if i != node))
-
-
-def hosts_from_rank_table(config: ClusterConfig, table: Dict[str, Any], path: str) -> ClusterConfig:
-    """The job's hosts as a rank table mounted by Ascend's MindX operator lists them: servers in
-    its order, their devices and device IPs. The plan's own rank table then says the same."""
-    hosts = []
-    try:
-        for server in table["server_list"]:
-            devices = sorted(server["device"], key=lambda d: int(d["rank_id"]))
-            hosts.append(HostConfig(host=str(server["server_id"]), devices=tuple(int(d["device_id"]) for d in devices),
-                                    device_ips=tuple(str(d["device_ip"]) for d in devices), path=("hosts",)))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise SchedulerError(f"rank table {path}: not an HCCL rank table (server_list with device_id, device_ip, "
-                             f"rank_id): {exc!r}") from None
-    if not hosts:
-        raise SchedulerError(f"rank table {path}: server_list is empty")
-    sources = dict(config.sources, hosts=f"rank table {path} (MindX)")
-    return replace(config, hosts=tuple(hosts), sources=sources)
-
-
-def node_in_rank_table(config: ClusterConfig, view: SchedulerView, names: Sequence[str]) -> SchedulerView:
-    """This node's place among the rank table's servers: the server named like this host (its
-    hostname or an address of it), else the scheduler's index (MindX lists pods in task order)."""
-    servers = [h.host for h in config.hosts]
-    index = next((servers.index(n) for n in names if n in servers), view.node_index)
-    sources = dict(view.sources)
-    if index is not None and index != view.node_index:
-        sources["node_index"] = f"rank table server_id {servers[index]}"
-    return replace(view, hosts=None, node_index=index, node_count=len(servers), sources=sources)

@@ -7,10 +7,8 @@ Pure: the environment, hostname, clock, sleep and file reader are passed in. It 
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import time
 from dataclasses import dataclass, field
 from enum import Enum
 from itertools import product
@@ -19,9 +17,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from .errors import NpulaunchError
 
 MAX_HOSTS = 65536  # a typo such as node[1-10000000] must fail at once, not fill the launcher's memory
-POLL_INTERVAL_S = 0.5
-
-
 class SchedulerError(NpulaunchError):
     """The scheduler's environment is incomplete or contradicts itself; nothing was started."""
 
@@ -62,7 +57,7 @@ _VIEW_FIELDS = ("hosts", "node_index", "node_count", "rank", "world_size", "loca
                 "tasks_per_node", "job_id")
 
 
-def _invalid(where: str, found: str, allowed: str, hint: str = "") -> SchedulerError:
+def invalid_value(where: str, found: str, allowed: str, hint: str = "") -> SchedulerError:
     text = f"{where}: found {found}; allowed: {allowed}"
     return SchedulerError(text + (f" ({hint})" if hint else ""))
 
@@ -91,7 +86,7 @@ def _expand_hostlist(text: str, where: str) -> List[str]:
             hosts.extend(_expand_item(item, MAX_HOSTS - len(hosts)))
         return hosts
     except _Malformed as exc:
-        raise _invalid(where, f"{text!r} ({exc})", _HOSTLIST_ALLOWED) from None
+        raise invalid_value(where, f"{text!r} ({exc})", _HOSTLIST_ALLOWED) from None
 
 
 def _split_items(text: str) -> List[str]:
@@ -159,7 +154,7 @@ def _parse_tasks_per_node(text: str, where: str) -> List[int]:
         match = _TASKS.fullmatch(piece)
         repeat = int(match.group(2) or 1) if match else 0
         if not match or int(match.group(1)) < 1 or repeat < 1 or len(counts) + repeat > MAX_HOSTS:
-            raise _invalid(where, f"{text!r} (at {piece!r})",
+            raise invalid_value(where, f"{text!r} (at {piece!r})",
                            "comma-separated task counts >= 1, each optionally repeated: 8, 4(x2),2")
         counts.extend([int(match.group(1))] * repeat)
     return counts
@@ -195,7 +190,7 @@ class _Draft:
         if text is None:
             return
         if not re.fullmatch(r"[0-9]+", text) or int(text) < minimum:
-            raise _invalid(var, repr(text), f"a whole number >= {minimum}")
+            raise invalid_value(var, repr(text), f"a whole number >= {minimum}")
         self.put(name, int(text), f"{var}={text}")
 
     def put_text(self, name: str, env: Mapping[str, str], names: Sequence[str]) -> None:
@@ -217,7 +212,7 @@ def _settle_nodes(draft: _Draft) -> None:
     if hosts is not None and count is None:
         draft.put("node_count", len(hosts), f"{draft.sources['hosts']} ({len(hosts)} hosts)")
     elif hosts is not None and count != len(hosts):
-        raise _invalid(draft.sources["node_count"], f"{count} nodes",
+        raise invalid_value(draft.sources["node_count"], f"{count} nodes",
                        f"{len(hosts)}, as many as {draft.sources['hosts']} lists")
     _check_bounds(draft)
 
@@ -226,7 +221,7 @@ def _check_bounds(draft: _Draft) -> None:
     for small, big in (("node_index", "node_count"), ("rank", "world_size"), ("local_rank", "local_size")):
         value, limit = draft.get(small), draft.get(big)
         if value is not None and limit is not None and value >= limit:
-            raise _invalid(draft.sources[small], f"{small} {value}",
+            raise invalid_value(draft.sources[small], f"{small} {value}",
                            f"0 to {limit - 1}, since {draft.sources[big]}")
 
 
@@ -275,10 +270,10 @@ def _put_tasks_per_node(draft: _Draft, env: Mapping[str, str]) -> None:
     counts = tuple(_parse_tasks_per_node(text, var))
     count, index = draft.get("node_count"), draft.get("node_index")
     if count is not None and len(counts) != count:
-        raise _invalid(var, f"{text!r} ({len(counts)} nodes)", f"one entry per node: {count}, since "
+        raise invalid_value(var, f"{text!r} ({len(counts)} nodes)", f"one entry per node: {count}, since "
                        f"{draft.sources['node_count']}")
     if index is not None and index >= len(counts):
-        raise _invalid(var, f"{text!r} ({len(counts)} nodes)", f"an entry for node {index}, since "
+        raise invalid_value(var, f"{text!r} ({len(counts)} nodes)", f"an entry for node {index}, since "
                        f"{draft.sources['node_index']}")
     draft.put("tasks_per_node", counts, f"{var}={text}")
     if index is not None:
@@ -335,7 +330,7 @@ def _read_volcano(env: Mapping[str, str], hostname: str) -> Optional[_Draft]:
         var, text = f"VC_{task}_HOSTS", env[f"VC_{task}_HOSTS"].strip()
         hosts = tuple(name.strip() for name in text.split(","))
         if not all(hosts):
-            raise _invalid(var, repr(text), "comma-separated pod host names, none empty")
+            raise invalid_value(var, repr(text), "comma-separated pod host names, none empty")
         draft.put("hosts", hosts, f"{var}={text}")
         draft.put_int("node_count", env, f"VC_{task}_NUM", 1)
     draft.put_text("job_id", env, ("VOLCANO_JOB_NAME", "VC_JOB_NAME"))
@@ -352,7 +347,7 @@ def _volcano_task(env: Mapping[str, str], hostname: str) -> Optional[str]:
     if len(mine) == 1:
         return mine[0]
     listed = ", ".join(f"VC_{task}_HOSTS={env[f'VC_{task}_HOSTS'].strip()}" for task in tasks)
-    raise _invalid("VC_<TASK>_HOSTS", f"{len(tasks)} tasks ({listed}), {len(mine)} of them listing hostname "
+    raise invalid_value("VC_<TASK>_HOSTS", f"{len(tasks)} tasks ({listed}), {len(mine)} of them listing hostname "
                    f"{hostname!r}", "exactly one task listing this pod's hostname",
                    "a pod with hostNetwork: true reports its node's hostname, which no task lists")
 
@@ -407,7 +402,7 @@ def detect(env: Mapping[str, str], hostname: str = "", forced: Optional[str] = N
     if kind is not None:
         draft = _READERS[kind](env, hostname)
         if draft is None:
-            raise _invalid(f"scheduler {kind.value} (forced)", f"none of its variables, for hostname {hostname!r}",
+            raise invalid_value(f"scheduler {kind.value} (forced)", f"none of its variables, for hostname {hostname!r}",
                            f"a {kind.value} environment with {_EXPECTED[kind]}")
         draft.sources["kind"] = f"forced: {kind.value}"
     else:
@@ -428,7 +423,7 @@ def _forced_kind(forced: Optional[str]) -> Optional[SchedulerKind]:
         import difflib
 
         close = difflib.get_close_matches(str(forced), choices, n=1)
-        raise _invalid("scheduler", repr(forced), ", ".join(choices),
+        raise invalid_value("scheduler", repr(forced), ", ".join(choices),
                        f"did you mean {close[0]}?" if close else "") from None
 
 
@@ -447,53 +442,3 @@ def _autodetect(env: Mapping[str, str], hostname: str) -> Optional[_Draft]:
             draft.sources["kind"] = f"{var}={_value(env, var)}"
             return draft
     return None
-
-
-# --- the rank table MindX mounts
-
-RANK_TABLE_STATUSES = ("initializing", "completed")
-
-
-def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
-
-
-def wait_for_rank_table(path: str, timeout_s: float, clock: Callable[[], float] = time.monotonic,
-                        sleep: Callable[[float], None] = time.sleep,
-                        read: Callable[[str], str] = _read_text) -> Dict[str, Any]:
-    """The HCCL rank table at ``path`` once the MindX operator has filled it in: it mounts the file
-    with ``"status": "initializing"`` and rewrites it with ``"completed"`` when every pod has its
-    devices. Looks every POLL_INTERVAL_S, at least once, and once more at the deadline."""
-    deadline = clock() + timeout_s
-    while True:
-        seen, table = _look_at_rank_table(path, read)
-        if table is not None:
-            return table
-        remaining = deadline - clock()
-        if remaining <= 0:
-            raise SchedulerError(f"HCCL rank table {path}: not ready after {timeout_s:g} s, last seen: {seen}; "
-                                 "ready means valid JSON with \"status\": \"completed\", which the MindX operator "
-                                 "writes once every pod of the job has its NPUs")
-        sleep(min(POLL_INTERVAL_S, remaining))
-
-
-def _look_at_rank_table(path: str, read: Callable[[str], str]) -> Tuple[str, Optional[Dict[str, Any]]]:
-    """``(what was seen, the table when it is completed)``; raises when waiting cannot help."""
-    where = f"HCCL rank table {path}"
-    try:
-        table = json.loads(read(path))
-    except FileNotFoundError:
-        return "missing", None
-    except OSError as exc:
-        raise _invalid(where, f"a file that cannot be read ({exc.strerror or exc})", "a readable file") from None
-    except ValueError:  # also a file that is not UTF-8
-        return "not valid JSON", None
-    if not isinstance(table, dict):
-        raise _invalid(where, f"a JSON {type(table).__name__}", "a JSON object with a \"status\"")
-    status = table.get("status")
-    if status == "completed":
-        return "completed", table
-    if status == "initializing":
-        return "status 'initializing'", None
-    raise _invalid(where, f"status {status!r}", " or ".join(repr(s) for s in RANK_TABLE_STATUSES))

@@ -11,15 +11,14 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import pytest
 
 from npulaunch.errors import NpulaunchError
+from npulaunch.mindx import POLL_INTERVAL_S, wait_for_rank_table
 from npulaunch.scheduler import (
-    POLL_INTERVAL_S,
     SchedulerError,
     SchedulerKind,
     SchedulerView,
     detect,
     expand_hostlist,
     parse_tasks_per_node,
-    wait_for_rank_table,
 )
 
 SLURM, MPI, VOLCANO, K8S, NONE = (SchedulerKind.SLURM, SchedulerKind.MPI, SchedulerKind.VOLCANO,
