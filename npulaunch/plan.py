@@ -369,7 +369,7 @@ def _decide_rank_table(config: ClusterConfig, devices_by_host: Sequence[Tuple[in
     missing = [config.hosts[i].host for i, ips in enumerate(ips_by_host) if ips is None]
     if missing and unprobed:
         notes.append(f"rank table: the device IPs of {', '.join(missing)} are read with hccn_tool on each host "
-                     "when the job starts (npulaunch check shows them)")
+                     "when the job starts")
         return None, os.path.join(job_dir, RANK_TABLE_FILENAME)
     if missing:
         if mode is RankTableMode.REQUIRED or len(config.hosts) > 1:
