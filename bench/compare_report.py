@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+from typing import Callable
 
 from launchers import GRACE_S, Launcher
 
@@ -26,51 +27,48 @@ def ratio(value: float | None, floor: float | None) -> str:
     return "-" if value is None or not floor else f"{value / floor:.2f}"
 
 
-def missing_row(launcher: Launcher, columns: int) -> str:
-    return f"| {launcher.name} | not installed" + " | -" * (columns - 2) + " |"
+def table(head: str, align: str, launchers: list[Launcher], cells: Callable[[Launcher], list[str]]) -> list[str]:
+    """A Markdown table: a row per launcher (``cells`` gives all but its name), or "not installed"."""
+    columns = align.count("|") - 1
+    rows = [head, align]
+    for l in launchers:
+        body = ["not installed"] + ["-"] * (columns - 2) if l.missing else cells(l)
+        rows.append(f"| {l.name} | " + " | ".join(body) + " |")
+    return rows
 
 
 def launch_table(data: dict, launchers: list[Launcher]) -> list[str]:
     sizes = list(data["launch"])
     head = "| launcher | " + " | ".join(f"{n} rank{'s' * (n != '1')} (s) | ratio" for n in sizes) + " |"
-    lines = [head, "|---|" + "---:|---:|" * len(sizes)]
-    for l in launchers:
-        if l.missing:
-            lines.append(missing_row(l, 1 + 2 * len(sizes)))
-            continue
-        cells = []
+
+    def cells(l: Launcher) -> list[str]:
+        out = []
         for n in sizes:
             wall, floor = med(data["launch"][n][l.name]), med(data["launch"][n]["floor"])
-            cells += [fmt(wall, 3), ratio(wall, floor)]
-        lines.append(f"| {l.name} | " + " | ".join(cells) + " |")
-    return lines
+            out += [fmt(wall, 3), ratio(wall, floor)]
+        return out
+
+    return table(head, "|---|" + "---:|---:|" * len(sizes), launchers, cells)
 
 
 def failure_table(runs: dict, launchers: list[Launcher]) -> list[str]:
-    lines = [("| launcher | grace (SIGTERM -> SIGKILL) | failure -> launcher exit (s) | ratio | ranks left at exit"
-             " | failure -> all ranks gone (s) | launcher's exit code |"), "|---|---|---:|---:|---:|---:|---|"]
     floor = med(r["exit_s"] for r in runs.get("floor", []))
-    for l in launchers:
-        if l.missing:
-            lines.append(missing_row(l, 7))
-            continue
+
+    def cells(l: Launcher) -> list[str]:
         rs = runs[l.name]
         exit_s = med(r["exit_s"] for r in rs)
-        codes = sorted({str(r["code"]) for r in rs})
-        lines.append(f"| {l.name} | {l.grace} | {fmt(exit_s, 3)} | {ratio(exit_s, floor)} | "
-                     f"{fmt(med(r['left_at_exit'] for r in rs), 0)} | {fmt(med(r['gone_s'] for r in rs), 3)} | "
-                     f"{', '.join(codes)} |")
-    return lines
+        return [l.grace, fmt(exit_s, 3), ratio(exit_s, floor), fmt(med(r["left_at_exit"] for r in rs), 0),
+                fmt(med(r["gone_s"] for r in rs), 3), ", ".join(sorted({str(r["code"]) for r in rs}))]
+
+    return table("| launcher | grace (SIGTERM -> SIGKILL) | failure -> launcher exit (s) | ratio | ranks left at exit"
+                 " | failure -> all ranks gone (s) | launcher's exit code |", "|---|---|---:|---:|---:|---:|---|",
+                 launchers, cells)
 
 
 def logs_table(runs: dict, launchers: list[Launcher], n: int, lines_per_rank: int) -> list[str]:
-    lines = [("| launcher | wall (s) | ratio | CPU of the whole run (s) | ratio | launcher's own CPU (s) | "
-             "lines in its per-rank logs |"), "|---|---:|---:|---:|---:|---:|---|"]
     floor_wall, floor_cpu = (med(r[k] for r in runs.get("floor", [])) for k in ("wall_s", "cpu_s"))
-    for l in launchers:
-        if l.missing:
-            lines.append(missing_row(l, 7))
-            continue
+
+    def cells(l: Launcher) -> list[str]:
         rs = runs[l.name]
         wall, cpu = med(r["wall_s"] for r in rs), med(r["cpu_s"] for r in rs)
         own = "-" if l.name == "floor" or cpu is None or floor_cpu is None else fmt(cpu - floor_cpu)
@@ -78,23 +76,23 @@ def logs_table(runs: dict, launchers: list[Launcher], n: int, lines_per_rank: in
         short = [r for r in rs if any(c != lines_per_rank for c in r["lines"])]
         arrived = (f"all {n} x {lines_per_rank:,} in {len(rs)} runs" if not short else
                    f"MISSING: {min(got):,} of {n * lines_per_rank:,} (worst run)")
-        lines.append(f"| {l.name} | {fmt(wall)} | {ratio(wall, floor_wall)} | {fmt(cpu)} | "
-                     f"{ratio(cpu, floor_cpu)} | {own} | {arrived} |")
-    return lines
+        return [fmt(wall), ratio(wall, floor_wall), fmt(cpu), ratio(cpu, floor_cpu), own, arrived]
+
+    return table("| launcher | wall (s) | ratio | CPU of the whole run (s) | ratio | launcher's own CPU (s) | "
+                 "lines in its per-rank logs |", "|---|---:|---:|---:|---:|---:|---|", launchers, cells)
 
 
 def memory_table(runs: dict, launchers: list[Launcher]) -> list[str]:
-    lines = ["| launcher | peak RSS (MB) | ratio | processes counted (last run) |", "|---|---:|---:|---|"]
     floor = med(r["mb"] for r in runs.get("floor", []))
-    for l in launchers:
-        if l.missing:
-            lines.append(missing_row(l, 4))
-            continue
+
+    def cells(l: Launcher) -> list[str]:
         rs = runs[l.name]
         mb = med(r["mb"] for r in rs)
         kinds = ", ".join(f"{count} x `{kind}`" for kind, count in sorted(rs[-1]["processes"].items()))
-        lines.append(f"| {l.name} | {fmt(mb, 1)} | {ratio(mb, floor)} | {kinds} |")
-    return lines
+        return [fmt(mb, 1), ratio(mb, floor), kinds]
+
+    return table("| launcher | peak RSS (MB) | ratio | processes counted (last run) |", "|---|---:|---:|---|",
+                 launchers, cells)
 
 
 def render(data: dict, launchers: list[Launcher], cfg: dict) -> str:

@@ -78,6 +78,13 @@ class Checker:
         self.add(path, describe(value), "one of " + ", ".join(choices), hint)
         return None
 
+    def integer(self, value: Any, path: YamlPath, low: int, high: int, allowed: str = "") -> Optional[int]:
+        """An int (not a bool) from ``low`` to ``high``; else a problem and None."""
+        if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+            return value
+        self.add(path, describe(value), allowed or f"an integer from {low} to {high}")
+        return None
+
     def number(self, value: Any, path: YamlPath, low: float, high: float) -> Optional[float]:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high:
             return float(value)

@@ -223,10 +223,10 @@ def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
         if fleet is None:
             check_local(plan, os.environ)
         else:
-            from .backends.fleet import RemoteFleet
+            from .backends.fleet import FleetRun
 
             def make_agents(plan: Any, on_event: Any, on_output: Any) -> Any:
-                return RemoteFleet(plan, on_event, on_output, fleet)
+                return FleetRun(plan, on_event, on_output, fleet)
 
         shown = set(_parse_devices(args.ranks, "--ranks", 100000)) if args.ranks else None
         console = _console(plan, shown, live=not args.no_live)
@@ -332,7 +332,8 @@ def cmd_view(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 
 COMMANDS: Dict[str, Callable[[argparse.Namespace, Optional[List[str]]], int]] = {
-    "run": cmd_run, "exec": cmd_exec, "plan": cmd_plan, "check": cmd_check, "sbatch": cmd_sbatch, "options": cmd_catalog, "env-vars": cmd_catalog,
+    "run": cmd_run, "exec": cmd_exec, "plan": cmd_plan, "check": cmd_check, "sbatch": cmd_sbatch,
+    "options": cmd_catalog, "env-vars": cmd_catalog,
     "status": cmd_view, "report": cmd_view, "stop": cmd_view}
 
 

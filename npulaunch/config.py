@@ -220,10 +220,7 @@ def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Option
     signals: Tuple[str, ...] = ("SIGUSR1", "SIGUSR2")
     if "forward_signals" in job:
         signals = _parse_signals(check, job["forward_signals"], path + ("forward_signals",))
-    restarts = job.get("max_restarts", 0)
-    if isinstance(restarts, bool) or not isinstance(restarts, int) or not 0 <= restarts <= MAX_RESTARTS:
-        check.add(path + ("max_restarts",), describe(restarts), f"an integer from 0 to {MAX_RESTARTS}")
-        restarts = 0
+    restarts = check.integer(job.get("max_restarts", 0), path + ("max_restarts",), 0, MAX_RESTARTS) or 0
     if command is None or workdir is None or log_dir is None:
         return None
     return JobConfig(name=name, id=job_id, command=command, workdir=workdir, log_dir=log_dir,
@@ -326,10 +323,8 @@ def _parse_login(check: Checker, item: Dict[str, Any], path: YamlPath) -> Dict[s
         if key in item:
             login[key] = check.string(item[key], path + (key,), "a string")
     if "port" in item:
-        port = item["port"]
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            check.add(path + ("port",), describe(port), "a TCP port 1-65535")
-        else:
+        port = check.integer(item["port"], path + ("port",), 1, 65535, "a TCP port 1-65535")
+        if port is not None:
             login["port"] = port
     return login
 
@@ -348,10 +343,8 @@ def _parse_ssh(check: Checker, value: Any) -> Dict[str, Any]:
     if "connect_timeout_s" in section:
         result["connect_timeout_s"] = check.number(section["connect_timeout_s"], ("ssh", "connect_timeout_s"), 1, 600)
     if "parallel" in section:
-        parallel = section["parallel"]
-        if isinstance(parallel, bool) or not isinstance(parallel, int) or not 1 <= parallel <= 1024:
-            check.add(("ssh", "parallel"), describe(parallel), "an integer from 1 to 1024")
-        else:
+        parallel = check.integer(section["parallel"], ("ssh", "parallel"), 1, 1024)
+        if parallel is not None:
             result["parallel"] = parallel
     return result
 

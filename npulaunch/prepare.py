@@ -68,8 +68,8 @@ def load(config_path: Optional[str], overrides: Overrides, scheduler: str = "aut
     elif view is not None and view.job_id is not None:
         job_id, source = view.job_id, f"scheduler ({view.sources.get('job_id', view.kind.value)})"
     elif node is not None and len(config.hosts) > 1:
-        raise UsageError(f"under {view.kind.value if view else 'a scheduler'} every node must use the same job id, and the scheduler gives "
-                         "none: pass --job-id or set job.id")
+        raise UsageError(f"under {view.kind.value if view else 'a scheduler'} every node must use the same job id, "
+                         "and the scheduler gives none: pass --job-id or set job.id")
     else:
         job_id = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
         source = "default (job.name and the time)"
@@ -120,7 +120,7 @@ def _exchange_device_ips(config: Any, node: int, job_dir: str, view: Any) -> Any
     timeout = float(os.environ.get("NPULAUNCH_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S))
     records = exchange(os.path.join(job_dir, "rendezvous"), node, len(config.hosts),
                        {"host": me.host, "device_ips": list(ips) if ips else None}, timeout, epoch)
-    hosts = tuple(h if h.device_ips is not None or not r["device_ips"] else replace(h, device_ips=tuple(r["device_ips"]))
+    hosts = tuple(replace(h, device_ips=tuple(r["device_ips"])) if h.device_ips is None and r["device_ips"] else h
                   for h, r in zip(config.hosts, records))
     sources = dict(config.sources)
     for index, (before, after) in enumerate(zip(config.hosts, hosts)):
@@ -133,7 +133,7 @@ def _allocated(config: Any, view: Any, rank_mode: bool) -> Tuple[Any, int, Any]:
     """The config on the scheduler's nodes, refusing the ways of starting npulaunch that would run
     ranks twice or on one node only."""
     from .discovery import discover_usable_devices
-    from .schedplan import describe, rank_mode_view, scheduler_config
+    from .schedplan import rank_mode_view, scheduler_config, view_sources
     from .scheduler import SchedulerKind
 
     if rank_mode:
@@ -143,9 +143,10 @@ def _allocated(config: Any, view: Any, rank_mode: bool) -> Tuple[Any, int, Any]:
             raise UsageError(f"this is the batch script of a {view.node_count}-node Slurm job: start npulaunch on "
                              "every node with srun --ntasks-per-node=1 npulaunch run ...")
         if view.local_size not in (None, 1):
-            raise UsageError(f"{view.kind.value} started {view.local_size} tasks on this node ({describe(view)}); "
+            raise UsageError(f"{view.kind.value} started {view.local_size} tasks on this node ({view_sources(view)}); "
                              "npulaunch run starts a node's ranks itself: one task per node (srun "
-                             "--ntasks-per-node=1, mpirun --map-by ppr:1:node), or npulaunch exec for one task per rank")
+                             "--ntasks-per-node=1, mpirun --map-by ppr:1:node), or npulaunch exec for one task per "
+                             "rank")
     return scheduler_config(config, view, discover_usable_devices, rank_mode) + (view,)
 
 

@@ -30,9 +30,9 @@ def scheduler_config(config: ClusterConfig, view: SchedulerView, local_devices: 
     node = view.node_index
     if node is None or not 0 <= node < len(names):
         raise SchedulerError(f"{view.kind.value}: this node's index is unknown or outside the {len(names)} nodes "
-                             f"({describe(view)})")
-    sources = dict(config.sources, hosts=source, scheduler=f"{view.kind.value} ({view.sources.get('kind', 'detected')})",
-                   node=view.sources.get("node_index", "the scheduler"))
+                             f"({view_sources(view)})")
+    sources = dict(config.sources, hosts=source, node=view.sources.get("node_index", "the scheduler"),
+                   scheduler=f"{view.kind.value} ({view.sources.get('kind', 'detected')})")
     if rank_mode:
         sources["rank"] = view.sources.get("rank", "the scheduler")
     by_name = {h.host: h for h in config.hosts}
@@ -63,8 +63,9 @@ def _node_names(config: ClusterConfig, view: SchedulerView) -> Tuple[Tuple[str, 
     else:
         names, source = tuple(h.host for h in config.hosts), "yaml, in order (the scheduler does not list its nodes)"
     if view.node_count is not None and view.node_count != len(names):
-        raise SchedulerError(f"{view.kind.value} runs {view.node_count} nodes ({describe(view)}), but the YAML lists "
-                             f"{len(names)} hosts; under {view.kind.value} list the nodes in order, one hosts entry each")
+        raise SchedulerError(f"{view.kind.value} runs {view.node_count} nodes ({view_sources(view)}), but the YAML "
+                             f"lists {len(names)} hosts; under {view.kind.value} list the nodes in order, one hosts "
+                             "entry each")
     return tuple(names), source
 
 
@@ -74,7 +75,7 @@ def tasks_on(view: SchedulerView, index: int) -> int:
         return view.tasks_per_node[index]
     if view.local_size is not None:  # MPI maps by slot: the same number of ranks on every node
         return view.local_size
-    raise SchedulerError(f"{view.kind.value}: how many tasks run on each node is unknown ({describe(view)})")
+    raise SchedulerError(f"{view.kind.value}: how many tasks run on each node is unknown ({view_sources(view)})")
 
 
 def _one_device_per_task(config: ClusterConfig, host: HostConfig, tasks: int) -> HostConfig:
@@ -90,17 +91,17 @@ def rank_mode_view(view: SchedulerView) -> SchedulerView:
     """Fill in what rank mode needs and a scheduler may leave out: Open MPI does not say which
     node a rank is on; mapped by slot, it is rank // ranks per node."""
     if view.rank is None or view.world_size is None or view.local_rank is None:
-        raise SchedulerError(f"{view.kind.value}: this process's rank is unknown ({describe(view)}); npulaunch exec "
-                             "runs as one of the scheduler's tasks (srun -n N ..., mpirun -n N ...)")
+        raise SchedulerError(f"{view.kind.value}: this process's rank is unknown ({view_sources(view)}); "
+                             "npulaunch exec runs as one of the scheduler's tasks (srun -n N ..., mpirun -n N ...)")
     if view.node_index is not None and view.node_count is not None and view.node_count > 1:
         return view
     if not view.local_size or view.world_size % view.local_size:
         raise SchedulerError(f"{view.kind.value}: cannot place {view.world_size} ranks on nodes of "
-                             f"{view.local_size} ({describe(view)})")
+                             f"{view.local_size} ({view_sources(view)})")
     return replace(view, node_index=view.rank // view.local_size, node_count=view.world_size // view.local_size)
 
 
-def describe(view: SchedulerView) -> str:
+def view_sources(view: SchedulerView) -> str:
     return ", ".join(view.sources.values()) or "no scheduler variables found"
 
 

@@ -137,13 +137,12 @@ def parse_slurm(check: Checker, value: Any) -> Dict[str, Any]:
     section = check.mapping(value, ("slurm",), SLURM_KEYS)
     result: Dict[str, Any] = {}
     if "nodes" in section:
-        nodes = section["nodes"]
-        if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 100000:
-            check.add(("slurm", "nodes"), describe(nodes), "an integer from 1 to 100000")
-        else:
+        nodes = check.integer(section["nodes"], ("slurm", "nodes"), 1, 100000)
+        if nodes is not None:
             result["nodes"] = nodes
     if "time" in section:
-        text = check.string(section["time"], ("slurm", "time"), "a Slurm time limit, e.g. \"2:00:00\" or \"1-00:00:00\"",
+        text = check.string(section["time"], ("slurm", "time"),
+                            "a Slurm time limit, e.g. \"2:00:00\" or \"1-00:00:00\"",
                             "quote it: YAML reads 2:00:00 as a number")
         if text is not None and not SLURM_TIME.match(text):
             check.add(("slurm", "time"), describe(text), "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")

@@ -119,13 +119,13 @@ class LocalSupervisor:
     def __init__(self, plan: LaunchPlan, console: Console, inherited: Optional[Mapping[str, str]] = None,
                  make_agents: Optional[Callable[..., Any]] = None) -> None:
         """``make_agents(plan, on_event, on_output)`` returns what runs the ranks (an Agent for this
-        host; the SSH backend's RemoteFleet for several hosts)."""
+        host; the SSH backend's FleetRun for several hosts)."""
         self.plan = plan
         self._make_agents = make_agents
         self.console = console
         self.inherited = dict(os.environ if inherited is None else inherited)
         self._events: Optional[IO[str]] = None
-        self._agent: Any = None  # an Agent, or a RemoteFleet
+        self._agent: Any = None  # an Agent, or a FleetRun
         self._kept: List[Event] = []  # what the root cause is decided from
 
     def run(self) -> JobReport:
@@ -148,11 +148,11 @@ class LocalSupervisor:
                 self._agent = Agent(self.plan.this_host_plan, self._on_event, self.console.rank_output,
                                     base_env=self.inherited)
             attempt = f" (attempt {self.plan.attempt} of {self.plan.max_restarts + 1})" if self.plan.attempt else ""
-            here = "" if self.plan.node is None else (f" of {self.plan.world_size}, node {self.plan.node} "
-                                                      f"({self.plan.hosts[self.plan.node]})")
-            self.console.message(f"job {self.plan.job_id}{attempt}: starting "
-                                 f"{len(self.plan.this_host_plan.ranks) if here else self.plan.world_size} ranks{here}, "
-                                 f"logs in {out}")
+            what = f"{self.plan.world_size} ranks"
+            if self.plan.node is not None:  # under a scheduler: this node's share
+                what = (f"{len(self.plan.this_host_plan.ranks)} ranks of {self.plan.world_size}, node "
+                        f"{self.plan.node} ({self.plan.hosts[self.plan.node]})")
+            self.console.message(f"job {self.plan.job_id}{attempt}: starting {what}, logs in {out}")
             outcome: AgentOutcome = self._agent.run()
             report = build_report(self.plan, outcome, start, time.time(), self._kept)
             self._record(Event(EventKind.JOB_FINISHED, self.plan.job_id, self.plan.hosts[0], None,

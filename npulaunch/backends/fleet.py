@@ -3,7 +3,7 @@
 ``Fleet`` connects to every host in parallel, ships and starts one agent per host, and has it
 answer the preflight probe; all failures are reported together and nothing starts if any host
 fails. The plan is built after that (remote ``devices: all`` and device IPs come from the
-probe). ``RemoteFleet`` runs one attempt of the plan: it hands every waiting agent its part,
+probe). ``FleetRun`` runs one attempt of the plan: it hands every waiting agent its part,
 merges their events and output into the supervisor's callbacks, sends heartbeats, and turns
 stop / kill into commands to every agent. The supervisor's policy (stop every rank on the first
 failure, the report) stays where it is. Signals to the launcher (Ctrl-C, SIGTERM, SIGHUP) stop
@@ -114,7 +114,7 @@ class Fleet:
         self.connections.clear()
 
 
-class RemoteFleet:
+class FleetRun:
     """One attempt of a multi-host job on an open Fleet (the first attempt uses the agents that
     answered the preflight; a restart starts new ones on the same connections)."""
 
