@@ -10,8 +10,8 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import __version__
-from .errors import ConfigError, ConfigProblem, NpulaunchError, UsageError
+from npulaunch import __version__
+from npulaunch.host.errors import ConfigError, ConfigProblem, NpulaunchError, UsageError
 
 EXIT_USAGE = 2
 
@@ -117,8 +117,8 @@ def _parse_devices(text: str, flag: str = "--devices", limit: int = 63) -> Tuple
 
 
 def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
-    from .config import ConsoleMode, RankTableMode
-    from .overrides import Overrides
+    from npulaunch.config.cluster import ConsoleMode, RankTableMode
+    from npulaunch.config.overrides import Overrides
 
     problems = []
     if args.nproc_per_node is not None and not 1 <= args.nproc_per_node <= 64:
@@ -151,20 +151,20 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
 
 def _load(args: argparse.Namespace, command: Optional[List[str]], rank_mode: bool = False,
           starting: bool = False) -> Any:
-    from .prepare import load
+    from npulaunch.plan.prepare import load
 
     return load(args.config, _overrides(args, command), args.scheduler, rank_mode, starting)
 
 
 def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
     """Config -> plan, for the commands that only look (plan)."""
-    from .prepare import planner
+    from npulaunch.plan.prepare import planner
 
     return planner(_load(args, command))(1)
 
 
 def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from .planview import render_plan_table, write_plan_json
+    from npulaunch.views.planview import render_plan_table, write_plan_json
 
     plan = _prepare(args, command)
     if args.json:
@@ -176,8 +176,8 @@ def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 
 def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from .preflight import check_local
-    from .prepare import is_remote, open_fleet, planner
+    from npulaunch.plan.preflight import check_local
+    from npulaunch.plan.prepare import is_remote, open_fleet, planner
 
     loaded = _load(args, command)
     fleet = open_fleet(loaded) if is_remote(loaded) and not args.offline else None
@@ -199,20 +199,20 @@ def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 def _console(plan: Any, ranks: Optional[set], live: bool) -> Any:
     """The live view on a terminal (rich is imported only then), plain prefixed lines elsewhere."""
-    from .config import ConsoleMode
-    from .console import Console
+    from npulaunch.config.cluster import ConsoleMode
+    from npulaunch.views.console import Console
 
     if live and plan.console is not ConsoleMode.NONE and sys.stdout.isatty():
-        from .liveview import LiveConsole
+        from npulaunch.views.liveview import LiveConsole
 
         return LiveConsole(plan, plan.console, ranks)
     return Console(plan.console, ranks=ranks, show_host=len(plan.hosts) > 1)
 
 
 def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from .preflight import check_local
-    from .prepare import is_remote, open_fleet, planner
-    from .supervisor import run_with_restarts
+    from npulaunch.plan.preflight import check_local
+    from npulaunch.plan.prepare import is_remote, open_fleet, planner
+    from npulaunch.launch.supervisor import run_with_restarts
 
     loaded = _load(args, command, starting=True)
     fleet = open_fleet(loaded) if is_remote(loaded) else None
@@ -223,7 +223,7 @@ def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
         if fleet is None:
             check_local(plan, os.environ)
         else:
-            from .backends.fleet import FleetRun
+            from npulaunch.launch.ssh.fleet import FleetRun
 
             def make_agents(plan: Any, on_event: Any, on_output: Any) -> Any:
                 return FleetRun(plan, on_event, on_output, fleet)
@@ -242,10 +242,10 @@ def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 def cmd_exec(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     """Rank mode: this process becomes the rank the scheduler made it (exec, nothing in between)."""
-    from .agent.agent import prepare_rank, write_once
-    from .planview import render_plan_json
-    from .prepare import planner
-    from .ranktable import render_rank_table
+    from npulaunch.host.agent.agent import prepare_rank, write_once
+    from npulaunch.views.planview import render_plan_json
+    from npulaunch.plan.prepare import planner
+    from npulaunch.plan.ranktable import render_rank_table
 
     loaded = _load(args, command, rank_mode=True, starting=True)
     if loaded.node is None:
@@ -276,9 +276,9 @@ def cmd_exec(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 
 def cmd_sbatch(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from .config import load_config
-    from .sbatch import BatchOptions, render_sbatch, submit
-    from .sections import SLURM_TIME
+    from npulaunch.config.cluster import load_config
+    from npulaunch.plan.sbatch import BatchOptions, render_sbatch, submit
+    from npulaunch.config.sections import SLURM_TIME
 
     if args.nodes is not None and not 1 <= args.nodes <= 100000:
         raise UsageError("--nodes: an integer from 1 to 100000")
@@ -298,10 +298,10 @@ def cmd_sbatch(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 
 def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from .catalog.envvars import ENV_VARS
-    from .catalog.options import OPTIONS
-    from .catalogview import render_entry, render_json, render_table, select
-    from .checker import did_you_mean
+    from npulaunch.config.catalog.envvars import ENV_VARS
+    from npulaunch.config.catalog.options import OPTIONS
+    from npulaunch.views.catalogview import render_entry, render_json, render_table, select
+    from npulaunch.config.checker import did_you_mean
 
     specs: Sequence[Any] = ENV_VARS if args.command == "env-vars" or getattr(args, "env", False) else OPTIONS
     if args.name:
@@ -320,7 +320,7 @@ def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 
 def cmd_view(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from .jobview import report_text, status_text, stop_job
+    from npulaunch.views.jobview import report_text, status_text, stop_job
 
     if not os.path.isdir(args.job_dir):
         raise UsageError(f"no job directory {args.job_dir}")

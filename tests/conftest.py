@@ -115,7 +115,7 @@ def marker(request) -> str:
 
 def host_plan(tmp_path: Path, marker: str, *rank_args: str, ranks: int = 2, grace: float = 1.0):
     """A HostPlan of ``ranks`` tests/ranks/rank.py ranks on this host, marked with ``marker``."""
-    from npulaunch.spec import HostPlan, RankSpec
+    from npulaunch.host.spec import HostPlan, RankSpec
 
     specs = []
     for rank in range(ranks):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import host_plan, live_pids, wait_until
 
-from npulaunch.agent.agent import Agent, RankState
+from npulaunch.host.agent.agent import Agent, RankState
 
 
 def test_an_error_in_the_launcher_kills_every_rank(tmp_path: Path, marker: str) -> None:

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from conftest import ROOT, require, run_cli
 
-from npulaunch.catalog import FORMS, SCENARIOS, STATUSES, TYPES, OptionSpec
-from npulaunch.catalog.envvars import ENV_VARS
-from npulaunch.catalog.options import OPTIONS
-from npulaunch.values import ValueProblem, check_env_value, check_option
+from npulaunch.config.catalog import FORMS, SCENARIOS, STATUSES, TYPES, OptionSpec
+from npulaunch.config.catalog.envvars import ENV_VARS
+from npulaunch.config.catalog.options import OPTIONS
+from npulaunch.config.values import ValueProblem, check_env_value, check_option
 
 SEEDS = ROOT.parent / "shared" / "seeds"
 WRONG_TYPE = {"b": "yes", "i": "3", "s": True}

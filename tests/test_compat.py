@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, base_env, require
 
-HOST_SIDE = ["npulaunch/__init__.py", "npulaunch/spec.py", "npulaunch/events.py", "npulaunch/agent",
-             "npulaunch/session.py", "npulaunch/inject", "npulaunch/signatures.py", "npulaunch/watchdog.py"]
+HOST_SIDE = ["npulaunch/__init__.py", "npulaunch/host"]
 HEAVY = ("fabric", "paramiko", "invoke", "tensorflow", "rich")
 
 
@@ -43,8 +42,8 @@ def test_the_launcher_needs_at_most_python_3_9() -> None:
 
 def test_host_side_code_imports_only_the_standard_library() -> None:
     # -S: no site-packages at all, so a stray `import yaml` or `import psutil` fails here
-    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); import npulaunch.agent.agent, npulaunch.agent.guard, "
-            "npulaunch.session")
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); import npulaunch.host.agent.agent, "
+            "npulaunch.host.agent.guard, npulaunch.host.session")
     result = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
@@ -55,8 +54,8 @@ def test_the_agent_runs_ranks_on_python_3_7(tmp_path: Path) -> None:
     driver = f"""
 import json, sys
 sys.path.insert(0, {str(ROOT)!r})
-from npulaunch.agent.agent import Agent
-from npulaunch.spec import HostPlan, RankSpec
+from npulaunch.host.agent.agent import Agent
+from npulaunch.host.spec import HostPlan, RankSpec
 ranks = []
 for rank in range(2):
     d = {str(tmp_path)!r} + "/rank-%d" % rank
@@ -94,7 +93,7 @@ def test_the_rank_side_helpers_load_on_python_3_7(tmp_path: Path) -> None:
     code = ("import os, sys; sys.path.insert(0, %r); from npulaunch import session; "
             "os.environ['NPULAUNCH_SESSION_OPTIONS'] = '{\"hcom_parallel\": true}'; print(session.options())"
             % str(ROOT))
-    env = {"PYTHONPATH": str(ROOT / "npulaunch" / "inject"), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(ROOT / "npulaunch" / "host" / "inject"), "PATH": "/usr/bin:/bin"}
     result = subprocess.run([interpreter, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "{'hcom_parallel': True}"

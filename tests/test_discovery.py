@@ -12,14 +12,14 @@ from typing import Optional, Sequence
 import pytest
 from conftest import STANDINS, base_env, job_dirs, run_cli
 
-from npulaunch.discovery import (
+from npulaunch.host.discovery import (
     NpuChip,
     discover_device_ips,
     discover_devices,
     parse_hccn_ip,
     parse_npu_smi_info,
 )
-from npulaunch.errors import PlanError
+from npulaunch.host.errors import PlanError
 
 # A container that sees only NPU 5 of its server, while a training process runs on it.
 CONTAINER_NPU5 = """\

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import RANKS, run_cli
 
-from npulaunch.signatures import CAUSE, SYMPTOM, Matcher, parse_plog_time
-from npulaunch.watchdog import (
+from npulaunch.host.signatures import CAUSE, SYMPTOM, Matcher, parse_plog_time
+from npulaunch.host.watchdog import (
     STARTUP,
     STEADY,
     HangLimits,

@@ -12,15 +12,15 @@ from typing import Any, Dict, Optional, Sequence
 import pytest
 from conftest import ROOT, STANDINS
 
-from npulaunch.config import ClusterConfig, load_config, parse_config
-from npulaunch.discovery import discover_device_ips
-from npulaunch.errors import ConfigError
-from npulaunch.overrides import Overrides, apply_overrides
-from npulaunch.plan import Discovery, LaunchPlan, build_plan
-from npulaunch.rankenv import REDACTED, redact_env
-from npulaunch.ranktable import render_rank_table
-from npulaunch.report import rank_ranges
-from npulaunch.yamlsource import parse_yaml
+from npulaunch.config.cluster import ClusterConfig, load_config, parse_config
+from npulaunch.host.discovery import discover_device_ips
+from npulaunch.host.errors import ConfigError
+from npulaunch.config.overrides import Overrides, apply_overrides
+from npulaunch.plan.build import Discovery, LaunchPlan, build_plan
+from npulaunch.plan.rankenv import REDACTED, redact_env
+from npulaunch.plan.ranktable import render_rank_table
+from npulaunch.diagnose.report import rank_ranges
+from npulaunch.config.yamlsource import parse_yaml
 
 GOLDEN = ROOT / "tests" / "golden"
 JOB_ID = "job-1"

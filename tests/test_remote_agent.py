@@ -17,7 +17,7 @@ import pytest
 from conftest import host_plan, live_pids, wait_until
 from test_compat import python37
 
-from npulaunch.agent.ship import build_agent_zip
+from npulaunch.launch.ssh.ship import build_agent_zip
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional
 
 import pytest
 
-from npulaunch.rules import ERROR, WARNING, RuleContext, check_rules
+from npulaunch.config.rules import ERROR, WARNING, RuleContext, check_rules
 
 
 def findings(options: Dict[str, Any], env: Optional[Dict[str, Optional[str]]] = None, world_size: int = 8,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_cli
 
-from npulaunch.config import load_config
-from npulaunch.sbatch import BatchOptions, render_sbatch
+from npulaunch.config.cluster import load_config
+from npulaunch.plan.sbatch import BatchOptions, render_sbatch
 
 GOLDEN = ROOT / "tests" / "golden"
 CONFIG = ROOT / "cluster_configs" / "slurm-4x8.yaml"

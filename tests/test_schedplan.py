@@ -8,12 +8,12 @@ from typing import Any, Dict
 
 import pytest
 
-from npulaunch.config import ClusterConfig, parse_config
-from npulaunch.errors import ConfigError
-from npulaunch.rendezvous import RendezvousError, exchange
-from npulaunch.schedplan import exchange_needed, rank_mode_view, scheduler_config
-from npulaunch.scheduler import SchedulerError, detect
-from npulaunch.yamlsource import parse_yaml
+from npulaunch.config.cluster import ClusterConfig, parse_config
+from npulaunch.host.errors import ConfigError
+from npulaunch.plan.rendezvous import RendezvousError, exchange
+from npulaunch.plan.allocation import exchange_needed, rank_mode_view, scheduler_config
+from npulaunch.plan.scheduler import SchedulerError, detect
+from npulaunch.config.yamlsource import parse_yaml
 
 SLURM = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-3]", "SLURM_NNODES": "3", "SLURM_NODEID": "1",
          "SLURM_TASKS_PER_NODE": "1(x3)", "SLURM_PROCID": "1", "SLURM_LOCALID": "0", "SLURM_NTASKS": "3",
@@ -135,8 +135,8 @@ def test_every_variable_that_detection_reacts_to_is_a_marker() -> None:
     alone makes detect() find a scheduler (or complain) must be one of them."""
     import re
 
-    import npulaunch.scheduler as scheduler
-    from npulaunch.prepare import SCHEDULER_MARKERS
+    import npulaunch.plan.scheduler as scheduler
+    from npulaunch.plan.prepare import SCHEDULER_MARKERS
 
     names = set(re.findall(r'"([A-Z][A-Z0-9_]{3,})"', Path(scheduler.__file__).read_text()))
     assert len(names) > 20

@@ -10,9 +10,9 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import pytest
 
-from npulaunch.errors import NpulaunchError
-from npulaunch.mindx import POLL_INTERVAL_S, wait_for_rank_table
-from npulaunch.scheduler import (
+from npulaunch.host.errors import NpulaunchError
+from npulaunch.plan.mindx import POLL_INTERVAL_S, wait_for_rank_table
+from npulaunch.plan.scheduler import (
     SchedulerError,
     SchedulerKind,
     SchedulerView,

@@ -16,7 +16,7 @@ from test_remote_agent import plan as host_plan
 
 
 def channel_for(netns_hosts, host, messages):
-    from npulaunch.backends.sshchannel import AgentChannel, SshTarget, connect
+    from npulaunch.launch.ssh.channel import AgentChannel, SshTarget, connect
 
     target = SshTarget(host.name, user="root", identity_file=str(netns_hosts.client_key),
                        known_hosts=str(netns_hosts.known_hosts), ssh_config=str(netns_hosts.ssh_config))
@@ -36,7 +36,7 @@ def drain(messages: "queue.Queue", until, timeout_s: float = 20) -> List[Dict]:
 
 
 def built_zip(tmp_path: Path) -> bytes:
-    from npulaunch.agent.ship import agent_zip
+    from npulaunch.launch.ssh.ship import agent_zip
 
     return agent_zip()
 
@@ -57,7 +57,7 @@ def test_the_agent_runs_on_a_remote_host(netns_hosts, tmp_path: Path, marker: st
 
 
 def test_an_unknown_host_key_is_refused(netns_hosts, tmp_path: Path) -> None:
-    from npulaunch.backends.sshchannel import BackendError, SshTarget, connect
+    from npulaunch.launch.ssh.channel import BackendError, SshTarget, connect
 
     empty = tmp_path / "known_hosts"
     empty.write_text("")

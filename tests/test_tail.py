@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from npulaunch.agent.tail import MAX_LINE_BYTES, FileTail, LineSplitter, last_lines
+from npulaunch.host.agent.tail import MAX_LINE_BYTES, FileTail, LineSplitter, last_lines
 
 
 def feed_all(chunks):

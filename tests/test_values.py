@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from npulaunch.catalog import EnvVarSpec, OptionSpec
-from npulaunch.values import (
+from npulaunch.config.catalog import EnvVarSpec, OptionSpec
+from npulaunch.config.values import (
     ValueProblem,
     check_env_value,
     check_option,

@@ -1,1 +1,0 @@
-"""Backends: how the launcher reaches the agents of hosts other than its own (SSH today)."""

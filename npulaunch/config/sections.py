@@ -1,0 +1,164 @@
+"""The YAML's ``env`` and ``session_options`` sections, checked against the catalog: each value
+typed and rendered (values.py), unknown names refused or warned about. Part of the config layer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, Optional
+
+from npulaunch.config.checker import Checker, describe, did_you_mean
+from npulaunch.host.errors import YamlPath
+from npulaunch.plan.rankenv import env_problems
+
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_env(check: Checker, value: Any) -> Dict[str, Optional[str]]:
+    from npulaunch.config.catalog.envvars import ENV_VARS
+    from npulaunch.config.values import ValueProblem, check_env_value
+
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        check.add(("env",), describe(value), "a mapping of variable names to values")
+        return {}
+    known = {spec.name: spec for spec in ENV_VARS}
+    env: Dict[str, Optional[str]] = {}
+    for name, item in value.items():
+        path: YamlPath = ("env", name)
+        spec = known.get(name)
+        if not ENV_NAME_PATTERN.match(name):
+            check.add(path, f"variable name {name!r}", "letters, digits and '_', not starting with a digit")
+            continue
+        if isinstance(item, dict) and spec is not None and spec.kind == "json":
+            item = json.dumps(item, separators=(",", ":"))
+        if isinstance(item, bool):
+            check.add(path, describe(item), "a string or a number",
+                      "YAML reads yes/no/on/off/true/false as booleans: quote the value")
+        elif isinstance(item, (int, float)):
+            env[name] = str(check.source_text(item, path))  # FOO: 010 means "010", not "8"
+        elif item is None or isinstance(item, str):
+            env[name] = item
+        else:
+            check.add(path, describe(item), "a string, a number, or null (removes an inherited variable)")
+        if env.get(name) is not None and spec is not None and not spec.set_by_launcher:
+            try:
+                check_env_value(spec, env[name] or "")
+            except ValueProblem as problem:
+                check.add(path, problem.found, problem.allowed, problem.hint)
+        elif spec is None and name.startswith(("ASCEND_", "HCCL_")):
+            check.warn(path, f"unknown variable {name}", "the variables of `npulaunch env-vars`",
+                       did_you_mean(name, list(known)) or "CANN ignores names it does not know")
+    for name, found, allowed, hint in env_problems(env):
+        check.add(("env", name), found, allowed, hint)
+    return env
+
+
+def parse_session_options(check: Checker, value: Any) -> Dict[str, Any]:
+    """Each option checked against the catalog and rendered to its CANN value (.b/.i/.s)."""
+    from npulaunch.config.catalog.options import OPTIONS
+    from npulaunch.config.values import ValueProblem, check_option
+
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        check.add(("session_options",), describe(value), "a mapping of TF Adapter option names to values")
+        return {}
+    known = {spec.name: spec for spec in OPTIONS}
+    options: Dict[str, Any] = {}
+    for name, item in value.items():
+        path: YamlPath = ("session_options", name)
+        spec = known.get(name)
+        if spec is None:
+            check.add(path, f"unknown option {name!r}", "the options of `npulaunch options`",
+                      did_you_mean(name, list(known)))
+        elif item is None:
+            check.add(path, "null", "a value (remove the key to keep CANN's default)")
+        else:
+            try:
+                options[name] = check_option(spec, item)
+            except ValueProblem as problem:
+                check.add(path + problem.key, problem.found, problem.allowed, problem.hint)
+    return options
+
+
+MONITOR_KEYS = ("hang_timeout_s", "startup_timeout_s", "patterns", "progress_regex")
+PATTERN_KEYS = ("name", "pattern", "class", "kind", "retryable", "hint", "code")
+
+
+def parse_monitor(check: Checker, value: Any) -> Dict[str, Any]:
+    """The ``monitor`` section: hang limits (seconds; 0 turns a check off) and the job's own
+    error patterns, each a regular expression that must compile."""
+    section = check.mapping(value, ("monitor",), MONITOR_KEYS)
+    result: Dict[str, Any] = {"patterns": ()}
+    for key in ("hang_timeout_s", "startup_timeout_s"):
+        if key in section:
+            result[key] = check.number(section[key], ("monitor", key), 0, 30 * 24 * 3600)
+    if "progress_regex" in section:
+        text = check.string(section["progress_regex"], ("monitor", "progress_regex"), "a regular expression")
+        try:
+            result["progress_regex"] = re.compile(text).pattern if text else None
+        except re.error as exc:
+            check.add(("monitor", "progress_regex"), describe(text), "a valid regular expression", str(exc))
+    patterns = section.get("patterns", [])
+    if not isinstance(patterns, list):
+        check.add(("monitor", "patterns"), describe(patterns), "a list of {name, pattern, ...} entries")
+        return result
+    parsed = []
+    for index, entry in enumerate(patterns):
+        path: YamlPath = ("monitor", "patterns", index)
+        item = check.mapping(entry, path, PATTERN_KEYS)
+        name = check.string(item.get("name"), path + ("name",), "a name for the pattern")
+        text = check.string(item.get("pattern"), path + ("pattern",), "a regular expression")
+        if text is not None:
+            try:
+                re.compile(text)
+            except re.error as exc:
+                check.add(path + ("pattern",), describe(text), "a valid regular expression", str(exc))
+                text = None
+        if item.get("kind", "cause") not in ("cause", "symptom"):
+            check.add(path + ("kind",), describe(item.get("kind")), "cause or symptom")
+        if not isinstance(item.get("retryable", False), bool):
+            check.add(path + ("retryable",), describe(item.get("retryable")), "true or false")
+        if name is not None and text is not None:
+            parsed.append({k: v for k, v in item.items()})
+    result["patterns"] = tuple(parsed)
+    return result
+
+
+SLURM_KEYS = ("nodes", "time", "partition", "account", "sbatch_options")
+SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+
+
+def parse_slurm(check: Checker, value: Any) -> Dict[str, Any]:
+    """The ``slurm`` section: what ``npulaunch sbatch`` puts in the batch script's header."""
+    section = check.mapping(value, ("slurm",), SLURM_KEYS)
+    result: Dict[str, Any] = {}
+    if "nodes" in section:
+        nodes = check.integer(section["nodes"], ("slurm", "nodes"), 1, 100000)
+        if nodes is not None:
+            result["nodes"] = nodes
+    if "time" in section:
+        text = check.string(section["time"], ("slurm", "time"),
+                            "a Slurm time limit, e.g. \"2:00:00\" or \"1-00:00:00\"",
+                            "quote it: YAML reads 2:00:00 as a number")
+        if text is not None and not SLURM_TIME.match(text):
+            check.add(("slurm", "time"), describe(text), "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
+        elif text is not None:
+            result["time"] = text
+    for key in ("partition", "account"):
+        if key in section:
+            text = check.string(section[key], ("slurm", key), "a name")
+            if text is not None and not re.match(r"^[A-Za-z0-9_.,-]+$", text):
+                check.add(("slurm", key), describe(text), "letters, digits, '_', '.', '-' (and ',' between names)")
+            elif text is not None:
+                result[key] = text
+    extra = section.get("sbatch_options", [])
+    if not isinstance(extra, list) or not all(isinstance(o, str) and o.startswith("--") and "\n" not in o
+                                              for o in extra):
+        check.add(("slurm", "sbatch_options"), describe(extra), "a list of sbatch options, e.g. [\"--exclusive\"]")
+    else:
+        result["sbatch_options"] = tuple(extra)
+    return result

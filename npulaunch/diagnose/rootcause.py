@@ -1,0 +1,144 @@
+"""Pick the root cause of a failed job from what every rank reported: the earliest *cause*, never
+the ranks that only timed out waiting for it (their symptoms are ranked after any cause, even
+when printed first on a faster host). Pure: events and results in, a RootCause out.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from npulaunch.host.agent.agent import RankResult, RankState
+from npulaunch.host.events import Event, EventKind
+from npulaunch.host.signatures import CAUSE, SYMPTOM
+
+
+@dataclass(frozen=True)
+class RootCause:
+    rank: int
+    host: str
+    device_id: int
+    cls: str  # failure class: device_kernel_fault, hccl_exec_timeout, exit, signal, hang, ...
+    code: str  # CANN error code, or "exit 3" / "SIGSEGV" / ""
+    time: Optional[float]
+    time_source: str  # "plog timestamp", "read time", "exit"
+    first_line: str
+    excerpt: List[str]
+    hint: str
+    retryable: bool
+    why: str
+    others: List[Dict[str, Any]] = field(default_factory=list)  # [{"ranks": [...], "what": "..."}]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _clock_text(epoch: Optional[float]) -> str:
+    if epoch is None:
+        return "?"
+    return time.strftime("%H:%M:%S", time.localtime(epoch)) + ("%.3f" % (epoch % 1))[1:]
+
+
+def _exit_text(result: RankResult) -> str:
+    if result.error:
+        return result.error
+    return f"killed by {result.signal}" if result.signal else f"exit {result.exit_code}"
+
+
+def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[RootCause]:
+    """The root cause, or None when every rank succeeded and nothing was reported."""
+    by_rank = {r.rank: r for r in results}
+    first: Dict[int, Event] = {}
+    for matched in sorted((e for e in events if e.kind is EventKind.SIGNATURE_MATCHED),
+                          key=lambda e: e.data.get("line_time", e.time)):
+        first.setdefault(matched.rank if matched.rank is not None else -1, matched)
+    candidates: List[Tuple[float, int, Optional[Event]]] = []  # (time, rank, its first cause or None)
+    for rank, matched in first.items():
+        if matched.data.get("signature_kind") == CAUSE:
+            candidates.append((matched.data["line_time"], rank, matched))
+    for result in results:
+        failed = result.state in (RankState.FAILED, RankState.SPAWN_FAILED)
+        if failed and result.rank not in first:
+            candidates.append((result.end_time or 0.0, result.rank, None))
+    symptoms: List[Tuple[float, int, Optional[Event]]] = sorted(
+        ((e.data["line_time"], rank, e) for rank, e in first.items() if e.data.get("signature_kind") == SYMPTOM),
+        key=lambda s: (s[0], s[1]))
+    hang = next((e for e in events if e.kind is EventKind.HANG_DETECTED), None)
+    if candidates:
+        _, rank, event = min(candidates, key=lambda c: (c[0], c[1]))
+        why = "the earliest failure that is a cause"
+    elif symptoms:
+        _, rank, event = symptoms[0]
+        why = "no rank reported a cause; this is the earliest symptom"
+    elif hang is not None:
+        return _hang_cause(by_rank, hang, first)
+    else:
+        return None
+    result = by_rank[rank]
+    waiting = sorted(r for r, e in first.items() if e.data.get("signature_kind") == SYMPTOM and r != rank)
+    if waiting and candidates:
+        codes = sorted({first[r].data.get("code") or first[r].data["signature"] for r in waiting})
+        why += f"; {ranks_word(waiting)} reported {', '.join(codes)} (symptoms of waiting), "
+        why += "whatever the order they were printed in"
+    if event is None:
+        return RootCause(rank, result.host, result.device_id, "signal" if result.signal else "exit",
+                         result.signal or f"exit {result.exit_code}", result.end_time, "exit", _exit_text(result), [],
+                         "see the rank's log", False, why + f" (rank {rank} {_exit_text(result)} at "
+                         f"{_clock_text(result.end_time)})", _others(results, first, rank))
+    data = event.data
+    return RootCause(rank, result.host, result.device_id, data["cls"], data.get("code") or data["signature"],
+                     data["line_time"], data["line_time_source"], data["line"],
+                     data.get("context", []) + [data["line"]] + data.get("after", []),
+                     data["hint"], bool(data.get("retryable")),
+                     why + f" (rank {rank}: {data.get('code') or data['signature']} at "
+                     f"{_clock_text(data['line_time'])}, {data['line_time_source']}, in {data['source']})",
+                     _others(results, first, rank))
+
+
+def _hang_cause(by_rank: Dict[int, RankResult], hang: Event, first: Dict[int, Event]) -> RootCause:
+    silent = {int(k): v for k, v in hang.data.get("silent_s", {}).items()}
+    rank = max(silent, key=lambda r: (silent[r], -r)) if silent else min(by_rank)
+    result = by_rank[rank]
+    scope = "the whole job stopped printing" if hang.data.get("whole_job") else \
+        f"{ranks_word(sorted(silent))} stopped printing"
+    why = (f"no rank failed or reported an error; {scope} ({hang.data.get('phase')} phase, limit "
+           f"{hang.data.get('limit_s')} s); rank {rank} has been silent longest ({silent.get(rank, 0):.1f} s)")
+    return RootCause(rank, result.host, result.device_id, "hang", "", hang.time, "watchdog", "", [],
+                     "the job made no progress: look at the last lines and stack dumps of the silent ranks; "
+                     "monitor.hang_timeout_s sets the limit", False, why,
+                     _others(list(by_rank.values()), first, rank))
+
+
+def _others(results: Sequence[RankResult], first: Dict[int, Event], root: int) -> List[Dict[str, Any]]:
+    groups: Dict[str, List[int]] = {}
+    for result in results:
+        if result.rank == root:
+            continue
+        event = first.get(result.rank)
+        if event is not None and event.data.get("signature_kind") == SYMPTOM:
+            what = f"{event.data.get('code') or event.data['signature']}, waiting on rank {root}"
+        elif event is not None:
+            what = f"{event.data.get('code') or event.data['signature']} ({event.data['cls']})"
+        elif result.state is RankState.STOPPED:
+            what = "stopped by npulaunch"
+        else:
+            what = result.state.value
+        groups.setdefault(what, []).append(result.rank)
+    return [{"ranks": ranks, "what": what} for what, ranks in sorted(groups.items(), key=lambda g: g[1][0])]
+
+
+def ranks_word(ranks: Sequence[int]) -> str:
+    """``rank 3`` or ``ranks 0-2, 5``."""
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {rank_ranges(ranks)}"
+
+
+def rank_ranges(ranks: Sequence[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``0-2, 5, 7-8``."""
+    runs: List[List[int]] = []
+    for rank in sorted(ranks):
+        if runs and rank == runs[-1][1] + 1:
+            runs[-1][1] = rank
+        else:
+            runs.append([rank, rank])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

@@ -1,0 +1,401 @@
+"""The agent: the only code that starts rank processes. One per host; in-process for a local
+launch, shipped to each host over SSH, the per-node entrypoint under a scheduler.
+
+It starts this host's ranks, follows their logs, reaps them, and stops them (SIGTERM to every
+process group, SIGKILL after the grace period) when told to or when its own process is signalled.
+It reports through two callbacks (events, output lines) and decides nothing about the job as a
+whole: fail-fast is the supervisor's policy. Standard library only, Python 3.7+; single-threaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
+
+from npulaunch.host.events import Event, EventKind
+from npulaunch.host.session import STACK_SIGNAL_FILE
+from npulaunch.host.spec import HostPlan, RankSpec, compose_env
+from npulaunch.host.agent import procs
+from npulaunch.host.agent.guard import Guard
+from npulaunch.host.agent.inbox import SignalInbox
+from npulaunch.host.agent.monitor import Monitor
+from npulaunch.host.agent.tail import FileTail, Line
+
+POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SPAWN_FAILED_EXIT_CODE = 127
+
+OutputSink = Callable[[RankSpec, str, List[Line]], None]
+EventSink = Callable[[Event], None]
+
+
+def _stack_signal(rank_dir: str) -> Tuple[int, int]:
+    """``(pid, signal)`` a rank registered for stack dumps (session.register_stack_dump), or zeros."""
+    try:
+        with open(os.path.join(rank_dir, STACK_SIGNAL_FILE)) as handle:
+            pid, signum = (int(word) for word in handle.read().split()[:2])
+        return pid, signum
+    except (OSError, ValueError):
+        return 0, 0
+
+
+
+def write_once(path: str, text: str) -> bool:
+    """Create ``path`` with ``text`` unless it exists; readers never see it half-written (it is
+    written aside, then linked into place, which fails when another process got there first).
+    True when this call wrote it."""
+    aside = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            return False
+        except OSError:  # a file system without hard links: a rename is whole too, and the copies are equal
+            if os.path.exists(path):
+                return False
+            os.rename(aside, path)
+        return True
+    finally:
+        if os.path.exists(aside):
+            os.unlink(aside)
+
+
+def prepare_rank(spec: RankSpec, base_env: Mapping[str, str]) -> Dict[str, str]:
+    """Create the rank's directories and return its environment (``compose_env`` over ``base_env``,
+    with this host's copy of the injection hook)."""
+    for directory in (spec.rank_dir, spec.plog_dir):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    return compose_env(spec, base_env)[0]
+
+
+class RankState(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # exited non-zero or by a signal before anyone asked it to stop
+    STOPPED = "stopped"  # ended after the agent started stopping the job
+    SPAWN_FAILED = "spawn_failed"
+
+
+@dataclass
+class RankProcess:
+    """A rank's live instance (mutable; owned by the agent)."""
+
+    spec: RankSpec
+    state: RankState = RankState.PENDING
+    pid: Optional[int] = None
+    start_time: Optional[float] = None
+    end_time: Optional[float] = None
+    exit_code: Optional[int] = None
+    signal: Optional[str] = None
+    error: Optional[str] = None
+    tails: Tuple[FileTail, ...] = ()
+    # Kept referenced until we reap it ourselves: an unreferenced Popen may be polled by the
+    # subprocess module's own clean-up, which would steal the exit status from our waitpid(-1).
+    popen: Optional["subprocess.Popen[bytes]"] = None
+
+    def result(self) -> "RankResult":
+        return RankResult(rank=self.spec.rank, host=self.spec.host, device_id=self.spec.device_id,
+                          pid=self.pid, state=self.state, start_time=self.start_time, end_time=self.end_time,
+                          exit_code=self.exit_code, signal=self.signal, error=self.error)
+
+
+@dataclass(frozen=True)
+class RankResult:
+    rank: int
+    host: str
+    device_id: int
+    pid: Optional[int]
+    state: RankState
+    start_time: Optional[float]
+    end_time: Optional[float]
+    exit_code: Optional[int]
+    signal: Optional[str]
+    error: Optional[str] = None
+
+
+@dataclass
+class AgentOutcome:
+    ranks: List[RankResult]
+    stop_signal: Optional[int] = None  # the signal that made this agent stop the ranks, if any
+    strays_killed: List[int] = field(default_factory=list)
+
+
+class Agent:
+    def __init__(self, plan: HostPlan, emit: EventSink, output: OutputSink,
+                 base_env: Optional[Mapping[str, str]] = None, clock: Callable[[], float] = time.monotonic,
+                 poll_interval_s: float = POLL_INTERVAL_S) -> None:
+        self.plan = plan
+        self._emit_to = emit
+        self._output = output
+        self._base_env = dict(os.environ if base_env is None else base_env)
+        self._clock = clock
+        self._poll_s = poll_interval_s
+        self.ranks = [RankProcess(spec) for spec in plan.ranks]
+        self._by_pid: Dict[int, RankProcess] = {}
+        self._stopping = False
+        self._kill_deadline: Optional[float] = None
+        self._killed = False
+        self.stop_signal: Optional[int] = None
+        self._inbox: Optional[SignalInbox] = None
+        self._guard: Optional[Guard] = None
+        self._preexisting: Set[int] = set()
+        self.monitor = Monitor(plan, self._emit, clock)
+        self._watched: Dict[int, Callable[[], None]] = {}  # fd -> called when readable (a controller's commands)
+        self._forward = tuple(getattr(signal, name) for name in plan.forward_signals)
+        self.tick: Optional[Callable[[], None]] = None  # called once per loop turn (the remote agent's checks)
+
+    def watch(self, fd: int, on_readable: Callable[[], None]) -> None:
+        """Wake the loop when ``fd`` is readable and call ``on_readable`` (the remote agent's stdin)."""
+        self._watched[fd] = on_readable
+
+    def unwatch(self, fd: int) -> None:
+        self._watched.pop(fd, None)
+
+    # -- reporting -------------------------------------------------------------------------
+
+    def _emit(self, kind: EventKind, rank: Optional[int] = None, **data: object) -> None:
+        self._emit_to(Event(kind, self.plan.job_id, self.plan.host, rank, dict(data)))
+
+    # -- commands (from the supervisor, or from this process's signals) --------------------
+
+    def stop(self, reason: str) -> None:
+        """SIGTERM every rank's process group now, SIGKILL what is left after the grace period."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self._kill_deadline = self._clock() + self.plan.grace_period_s
+        self._emit(EventKind.STOP_REQUESTED, reason=reason, grace_period_s=self.plan.grace_period_s)
+        self._signal_everything(signal.SIGTERM)
+
+    def kill(self, reason: str) -> None:
+        """SIGKILL everything now (second Ctrl-C, or the grace period ran out)."""
+        if not self._stopping:
+            self.stop(reason)
+        if self._killed:
+            return
+        self._killed = True
+        alive = [r.spec.rank for r in self.ranks if r.state is RankState.RUNNING]
+        self._emit(EventKind.KILL_ESCALATED, reason=reason, ranks=alive)
+        self._signal_everything(signal.SIGKILL)
+
+    def dump_stacks(self, ranks: List[int], wait_s: float = 0.3) -> List[str]:
+        """Ask hung ranks for their Python stacks before they are stopped: through the signal the
+        rank-side helper registered (faulthandler), else ``py-spy dump`` when installed. Returns
+        the files written."""
+        written = []
+        table = procs.snapshot()
+        for proc in self.ranks:
+            if proc.spec.rank not in ranks or proc.state is not RankState.RUNNING or proc.pid is None:
+                continue
+            pid, signum = _stack_signal(proc.spec.rank_dir)
+            if pid and table.get(pid) is not None and table[pid].pgid == proc.pid:
+                procs.kill_pids([pid], signum)
+                written.append(os.path.join(proc.spec.rank_dir, "stacks-%d.txt" % pid))
+            elif shutil.which("py-spy"):
+                path = os.path.join(proc.spec.rank_dir, "stacks-py-spy.txt")
+                with open(path, "w") as out:
+                    subprocess.run(["py-spy", "dump", "--pid", str(proc.pid)], stdout=out,
+                                   stderr=subprocess.STDOUT, timeout=20, check=False)
+                written.append(path)
+        if written:
+            time.sleep(wait_s)  # faulthandler writes from its signal handler: give it a moment
+            self._emit(EventKind.STACKS_DUMPED, files=written)
+        return written
+
+    def forward(self, signum: int) -> None:
+        for proc in self.ranks:
+            if proc.state is RankState.RUNNING and proc.pid is not None:
+                procs.kill_group(proc.pid, signum)
+        self._emit(EventKind.SIGNAL_FORWARDED, signal=procs.signal_name(signum))
+
+    def _signal_everything(self, signum: int) -> None:
+        table = procs.snapshot()
+        groups = {p.pid for p in self.ranks if p.pid is not None}
+        members = procs.live_members(groups, table)
+        for pgid in set(members.values()):
+            procs.kill_group(pgid, signum)
+        procs.kill_pids(self._strays(table) - set(members), signum)
+
+    def _strays(self, table: Dict[int, procs.ProcInfo]) -> Set[int]:
+        """Our live descendants (we are a subreaper), except the guard and whatever this process
+        had started before the agent ran (when the agent is embedded in a larger program)."""
+        found = procs.descendants(os.getpid(), table) - self._preexisting
+        if self._guard is not None:
+            found.discard(self._guard.pid)
+        return found
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self) -> AgentOutcome:
+        """Start every rank and watch them until all have ended and nothing of the job is left."""
+        self._inbox = SignalInbox(STOP_SIGNALS + self._forward)
+        self._preexisting = procs.descendants(os.getpid(), procs.snapshot())
+        stray_pids: List[int] = []
+        try:
+            procs.become_subreaper()
+            self._guard = Guard(self.plan.job_uuid)
+            os.makedirs(self.plan.job_dir, mode=0o700, exist_ok=True)
+            self._write_rank_table()
+            self._start_all()
+            while True:
+                self._reap()
+                self._pump()
+                if all(r.state not in (RankState.RUNNING, RankState.PENDING) for r in self.ranks):
+                    break
+                self._wait()
+            stray_pids = self._clean_up_strays()
+        finally:
+            if any(r.state is RankState.RUNNING for r in self.ranks):  # an exception escaped the loop
+                self._signal_everything(signal.SIGKILL)
+            for proc in self.ranks:
+                for tail, stream in zip(proc.tails, ("stdout", "stderr")):
+                    lines = tail.close()
+                    if lines:
+                        self._output(proc.spec, stream, lines)
+                        self.monitor.lines(proc.spec.rank, stream, lines)
+            self.monitor.close()
+            if self._guard is not None:
+                self._guard.release()
+            self._inbox.close()
+        return AgentOutcome([r.result() for r in self.ranks], self.stop_signal, stray_pids)
+
+    def _wait(self) -> None:
+        assert self._inbox is not None
+        timeout = self._poll_s
+        if self._kill_deadline is not None and not self._killed:
+            timeout = min(timeout, self._kill_deadline - self._clock())
+        watch = self.monitor.timeout_s()
+        if watch is not None:
+            timeout = min(timeout, watch)
+        for fd in self._inbox.wait(timeout, list(self._watched)):
+            self._watched[fd]()
+        for signum in self._inbox.take():
+            self._on_signal(signum)
+        if self.tick is not None:
+            self.tick()
+        if not self._stopping:
+            self.monitor.poll()
+        if self._kill_deadline is not None and not self._killed and self._clock() >= self._kill_deadline:
+            self.kill(f"grace period of {self.plan.grace_period_s:g} s ran out")
+
+    def _on_signal(self, signum: int) -> None:
+        name = procs.signal_name(signum)
+        if signum in self._forward:
+            self.forward(signum)
+            return
+        self._emit(EventKind.SIGNAL_RECEIVED, signal=name)
+        if not self._stopping:
+            self.stop_signal = signum
+            self.stop(f"npulaunch received {name}")
+        else:
+            self.kill(f"npulaunch received {name} again while stopping")
+
+    def _write_rank_table(self) -> None:
+        """On a remote host (or another node) the launcher's rank table does not exist: write the
+        host's own copy, unless a host sharing this file system already did."""
+        path, table = self.plan.rank_table_path, self.plan.rank_table
+        if path and table is not None and not os.path.exists(path):
+            write_once(path, json.dumps(table, indent=2) + "\n")
+
+    def _start_all(self) -> None:
+        self._emit(EventKind.JOB_STARTED, ranks=[r.spec.rank for r in self.ranks], pid=os.getpid())
+        for proc in self.ranks:
+            if self._stopping:  # a signal arrived while we were still starting ranks
+                break
+            self._start(proc)
+            for signum in self._inbox.take() if self._inbox else ():
+                self._on_signal(signum)
+
+    def _start(self, proc: RankProcess) -> None:
+        spec = proc.spec
+        env = prepare_rank(spec, self._base_env)
+        proc.tails = (FileTail(spec.stdout_path), FileTail(spec.stderr_path))
+        proc.start_time = time.time()
+        try:
+            popen = procs.spawn(spec.argv, spec.cwd, env, spec.stdout_path, spec.stderr_path)
+        except OSError as exc:
+            proc.state, proc.end_time = RankState.SPAWN_FAILED, time.time()
+            proc.exit_code = SPAWN_FAILED_EXIT_CODE
+            proc.error = f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}"
+            self._emit(EventKind.RANK_SPAWN_FAILED, spec.rank, error=proc.error, argv=list(spec.argv))
+            return
+        proc.popen, proc.pid, proc.state = popen, popen.pid, RankState.RUNNING
+        self._by_pid[popen.pid] = proc
+        self.monitor.started(spec.rank)
+        assert self._guard is not None
+        self._guard.watch(popen.pid)
+        self._emit(EventKind.RANK_STARTED, spec.rank, pid=popen.pid, device_id=spec.device_id,
+                   argv=list(spec.argv), stdout=spec.stdout_path, stderr=spec.stderr_path)
+
+    def _reap(self) -> None:
+        for pid, status in procs.reap_any():
+            proc = self._by_pid.get(pid)
+            if proc is None:
+                if self._guard is not None and pid == self._guard.pid:
+                    self._guard.reaped(status)
+                continue  # an orphaned descendant re-parented to us
+            self._pump_rank(proc)  # its last lines come before its exit on the console
+            self.monitor.exited(proc.spec.rank)
+            if self._guard is not None and procs.group_is_empty(pid):
+                self._guard.forget(pid)  # its group is empty: the number may be reused by others
+            proc.exit_code, proc.signal = procs.decode_status(status)
+            if proc.popen is not None:
+                proc.popen.returncode = proc.exit_code if proc.signal is None else -1
+            proc.end_time = time.time()
+            if proc.exit_code == 0:
+                proc.state = RankState.SUCCEEDED
+            else:
+                proc.state = RankState.STOPPED if self._stopping else RankState.FAILED
+            self._emit(EventKind.RANK_EXITED, proc.spec.rank, pid=pid, exit_code=proc.exit_code,
+                       signal=proc.signal, state=proc.state.value,
+                       duration_s=round(proc.end_time - (proc.start_time or proc.end_time), 3))
+
+    def _pump(self) -> None:
+        for proc in self.ranks:
+            self._pump_rank(proc)
+
+    def _pump_rank(self, proc: RankProcess) -> None:
+        for tail, stream in zip(proc.tails, ("stdout", "stderr")):
+            lines = tail.read_lines()
+            if lines:
+                self._output(proc.spec, stream, lines)
+                self.monitor.lines(proc.spec.rank, stream, lines)
+
+    def _clean_up_strays(self) -> List[int]:
+        """After every rank has exited: stop what they left behind (TERM, grace, KILL)."""
+        table = procs.snapshot()
+        groups = {p.pid for p in self.ranks if p.pid is not None}
+        left = set(procs.live_members(groups, table)) | self._strays(table)
+        if not left:
+            return []
+        found = sorted(left)
+        inbox = self._inbox
+        assert inbox is not None
+        self._signal_everything(signal.SIGTERM)
+        deadline = self._clock() + self.plan.grace_period_s
+        while left and self._clock() < deadline and not self._killed:
+            inbox.wait(min(self._poll_s, max(0.0, deadline - self._clock())))
+            for signum in inbox.take():
+                if signum in STOP_SIGNALS:
+                    self._killed = True
+            procs.reap_any()
+            self._pump()
+            table = procs.snapshot()
+            left = set(procs.live_members(groups, table)) | self._strays(table)
+        if left:
+            self._signal_everything(signal.SIGKILL)
+            time.sleep(0.01)
+            procs.reap_any()
+        self._emit(EventKind.STRAYS_KILLED, pids=found)
+        return found

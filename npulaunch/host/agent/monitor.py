@@ -1,0 +1,140 @@
+"""What the agent watches besides exits: error signatures in every rank's output and plogs, and
+progress for the hang watchdog. It reports through the agent's event callback and decides
+nothing about the job (the supervisor does). Standard library only, Python 3.7+.
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import os
+import re
+import time
+from typing import Callable, Deque, Dict, List, Optional, Set, Tuple
+
+from npulaunch.host.events import EventKind
+from npulaunch.host.session import HEARTBEAT_FILE
+from npulaunch.host.signatures import (
+    SIGNATURES,
+    Matcher,
+    Signature,
+    parse_plog_time,
+    user_signatures,
+)
+from npulaunch.host.spec import HostPlan
+from npulaunch.host.watchdog import HangLimits, Progress, describe, find_hangs, next_check_in
+from npulaunch.host.agent.tail import FileTail, Line
+
+CONTEXT_LINES = 5  # lines kept before a match, for the report's excerpt
+PLOG_SCAN_INTERVAL_S = 1.0  # how often new plog files are looked for
+
+Emit = Callable[..., None]  # emit(kind, rank=None, **data)
+
+
+class Monitor:
+    def __init__(self, plan: HostPlan, emit: Emit, clock: Callable[[], float]) -> None:
+        self._emit = emit
+        self._clock = clock
+        self._matcher = Matcher(SIGNATURES + tuple(user_signatures(plan.patterns)))
+        self._limits = HangLimits(plan.hang_startup_s, plan.hang_steady_s)
+        self.progress: Dict[int, Progress] = {}
+        self._reported: Set[Tuple[int, str]] = set()  # (rank, signature): the first match of each
+        self._context: Dict[Tuple[int, str], Deque[str]] = {}
+        self._plog_dirs = {spec.rank: os.path.join(spec.plog_dir, "plog") for spec in plan.ranks}
+        self._plog_tails: Dict[str, Tuple[int, FileTail]] = {}
+        self._next_scan = 0.0
+        self.hung = False
+        self._progress_re = re.compile(plan.progress_regex) if plan.progress_regex else None
+        self._heartbeats = {spec.rank: os.path.join(spec.rank_dir, HEARTBEAT_FILE) for spec in plan.ranks}
+        self._beats: Dict[int, float] = {}
+
+    # -- fed by the agent ----------------------------------------------------------------------
+
+    def started(self, rank: int) -> None:
+        self.progress[rank] = Progress(started=self._clock())
+
+    def exited(self, rank: int) -> None:
+        self.progress.pop(rank, None)
+
+    def lines(self, rank: int, stream: str, lines: List[Line]) -> None:
+        """A batch of a rank's output: progress, and the signatures it carries."""
+        seen = self.progress.get(rank)
+        if seen is not None and lines and (
+                self._progress_re is None or any(self._progress_re.search(line) for line in lines)):
+            seen.saw(self._clock())
+        joined = "\n".join(lines)
+        if "\r" in joined:  # progress updates: matched without their \r
+            lines = [line.rstrip("\r") for line in lines]
+            joined = "\n".join(lines)
+        self._match(rank, stream, lines, plog=False, joined=joined)
+
+    def timeout_s(self) -> Optional[float]:
+        """How long the agent may sleep before the next check."""
+        waits = [w for w in (next_check_in(self.progress, self._clock(), self._limits),
+                             max(0.0, self._next_scan - self._clock())) if w is not None]
+        return min(waits) if waits else None
+
+    def poll(self) -> None:
+        """Look at plogs (new files, new lines) and for hangs."""
+        now = self._clock()
+        if now >= self._next_scan:
+            self._next_scan = now + PLOG_SCAN_INTERVAL_S
+            self._scan_plogs()
+        self._read_plogs()
+        self._read_heartbeats()
+        if not self.hung:
+            hangs = find_hangs(self.progress, now, self._limits)
+            if hangs:
+                self.hung = True
+                self._emit(EventKind.HANG_DETECTED, None, **describe(hangs, len(self.progress)))
+
+    def close(self) -> None:
+        self._scan_plogs()
+        for path, (rank, tail) in sorted(self._plog_tails.items()):
+            self._match(rank, os.path.basename(path), list(tail.close()), plog=True)
+        self._plog_tails.clear()
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _read_heartbeats(self) -> None:
+        for rank, seen in self.progress.items():
+            try:
+                beat = os.stat(self._heartbeats[rank]).st_mtime
+            except OSError:
+                continue
+            if beat != self._beats.get(rank):
+                self._beats[rank] = beat
+                seen.saw(self._clock())
+
+    def _scan_plogs(self) -> None:
+        for rank, directory in self._plog_dirs.items():
+            for path in glob.glob(os.path.join(directory, "plog-*.log")):
+                if path not in self._plog_tails:
+                    self._plog_tails[path] = (rank, FileTail(path))
+
+    def _read_plogs(self) -> None:
+        for path, (rank, tail) in self._plog_tails.items():
+            texts = tail.read_lines()
+            if texts:
+                self._match(rank, os.path.basename(path), texts, plog=True)
+
+    def _match(self, rank: int, stream: str, texts: List[str], plog: bool, joined: Optional[str] = None) -> None:
+        context = self._context.setdefault((rank, stream), collections.deque(maxlen=CONTEXT_LINES))
+        for index, signature in self._matcher.scan(texts, joined):
+            if (rank, signature.name) not in self._reported:
+                self._reported.add((rank, signature.name))
+                before = (list(context) + texts[:index])[-CONTEXT_LINES:]
+                after = texts[index + 1:index + 1 + CONTEXT_LINES]  # what arrived with it (a traceback's end)
+                self._report(rank, stream, texts[index], signature, [t[:500] for t in before],
+                             [t[:500] for t in after], plog)
+        context.extend(t[:500] for t in texts[-CONTEXT_LINES:])
+
+    def _report(self, rank: int, stream: str, text: str, signature: Signature, before: List[str],
+                after: List[str], plog: bool) -> None:
+        stamped = parse_plog_time(text)
+        self._emit(EventKind.SIGNATURE_MATCHED, rank, signature=signature.name, code=signature.code,
+                   cls=signature.cls, signature_kind=signature.kind, retryable=signature.retryable,
+                   fatal=signature.fatal, hint=signature.hint, line=text[:500], context=before, after=after,
+                   source="plog" if plog else stream, stream=stream,
+                   line_time=stamped if stamped is not None else time.time(),
+                   line_time_source="plog timestamp" if stamped is not None else "read time")

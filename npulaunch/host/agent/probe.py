@@ -1,0 +1,72 @@
+"""What a host has, asked by the launcher's preflight before anything starts: the python version,
+the clock, the working directory and the command's script, free disk for the job directory, the
+NPUs ``npu-smi info`` lists and, when the rank table needs them, the NPU NIC addresses
+``hccn_tool -i <id> -ip -g`` reports. Runs inside the remote agent (standard library only).
+
+The probe only gathers facts; the launcher judges them (``backends.remotecheck``), so every
+host's problems can be reported together in one place.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+from npulaunch.host.discovery import TOOL_TIMEOUT_S, parse_hccn_ip, parse_npu_smi_info
+
+
+def _tool(argv: List[str]) -> str:
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=TOOL_TIMEOUT_S)
+    if done.returncode != 0:
+        lines = done.stdout.strip().splitlines()
+        raise RuntimeError(f"{' '.join(argv)} exited with {done.returncode}: {lines[-1] if lines else 'no output'}")
+    return done.stdout
+
+
+def probe(ask: Dict[str, Any]) -> Dict[str, Any]:
+    """``ask``: workdir, script (or None), program, job_dir, devices (ids, or None for all),
+    need_ips. Everything found is plain JSON."""
+    workdir = ask["workdir"]
+    script = ask.get("script")
+    found: Dict[str, Any] = {
+        "python": list(sys.version_info[:3]), "time": time.time(), "workdir": os.path.isdir(workdir),
+        "script": script is None or os.path.isfile(os.path.join(workdir, script)),
+        "program": os.sep in ask["program"] or shutil.which(ask["program"]) is not None,
+        "free_bytes": shutil.disk_usage(_existing_parent(ask["job_dir"])).free,
+        "npus": None, "device_ips": None, "errors": []}
+    if shutil.which("npu-smi"):
+        try:
+            found["npus"] = [[c.logical_id, c.health] for c in parse_npu_smi_info(_tool(["npu-smi", "info"]))]
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            found["errors"].append(f"npu-smi info: {exc}")
+    if ask.get("need_ips"):
+        devices = ask.get("devices")
+        if devices is None and found["npus"] is not None:
+            devices = [chip[0] for chip in found["npus"]]
+        found["device_ips"] = _device_ips(devices or [], found["errors"])
+    return found
+
+
+def _device_ips(devices: List[int], errors: List[str]) -> Optional[Dict[str, Optional[str]]]:
+    """Device id -> address; None when hccn_tool is absent."""
+    if not shutil.which("hccn_tool"):
+        return None
+    ips: Dict[str, Optional[str]] = {}
+    for device in devices:
+        try:
+            ips[str(device)] = parse_hccn_ip(_tool(["hccn_tool", "-i", str(device), "-ip", "-g"]))
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            ips[str(device)] = None
+            errors.append(str(exc))
+    return ips
+
+
+def _existing_parent(path: str) -> str:
+    while path and not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path or "/"

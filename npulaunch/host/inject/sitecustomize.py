@@ -1,0 +1,110 @@
+"""Zero-code session injection (``session_injection: auto``). npulaunch puts this directory first
+on the ranks' PYTHONPATH, so Python runs this file at start-up. It does three cheap things:
+
+1. runs the user's own ``sitecustomize`` if there is one further down sys.path (it would
+   otherwise be hidden by this file);
+2. installs an import hook that waits for TensorFlow's session module; nothing else happens
+   unless the script imports TensorFlow;
+3. when that module loads, wraps ``BaseSession.__init__`` so every Session, InteractiveSession and
+   MonitoredTrainingSession (anything built on BaseSession) gets this rank's options merged into
+   a copy of its config (the script's own ConfigProto object is never changed).
+
+At exit it warns when no session was created: the options then reached nothing (for example a
+TF2 eager script). Standard library only, Python 3.7+.
+"""
+
+import atexit
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_TARGET = "tensorflow.python.client.session"
+_state = {"sessions": 0, "tensorflow": False}
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run_user_sitecustomize():
+    others = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
+    if spec is not None and spec.origin and os.path.abspath(spec.origin) != os.path.abspath(__file__):
+        _load("_npulaunch_user_sitecustomize", spec.origin)
+
+
+def _session_helper():
+    """npulaunch's session helper: the package's own module when the script imported it (one set
+    of warnings), else the same file loaded privately (npulaunch need not be importable)."""
+    return sys.modules.get("npulaunch.host.session") or sys.modules.get("_npulaunch_session") or _load(
+        "_npulaunch_session", os.path.join(os.path.dirname(_HERE), "session.py"))
+
+
+def _patch(module):
+    base = module.BaseSession
+    original = base.__init__
+    if getattr(original, "_npulaunch", False):
+        return
+
+    def __init__(self, target="", graph=None, config=None, *args, **kwargs):
+        helper = _session_helper()
+        config_class, _ = helper._tensorflow()
+        merged = config_class()
+        if config is not None:
+            merged.CopyFrom(config)
+        prefer = os.environ.get(helper.PRECEDENCE_VAR, "script")
+        conflicts = helper.apply_options(merged, helper.options(), prefer)
+        helper.record(merged, "injection", conflicts)
+        _state["sessions"] += 1
+        original(self, target, graph, merged, *args, **kwargs)
+
+    __init__._npulaunch = True
+    base.__init__ = __init__
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        _patch(module)
+
+
+class _Finder(object):
+    """Answers only for TensorFlow's session module, by wrapping its real loader."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != _TARGET:
+            if name == "tensorflow":
+                _state["tensorflow"] = True
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _Loader(spec.loader)
+        return spec
+
+
+def _at_exit():
+    if _state["sessions"] == 0 and os.environ.get("NPULAUNCH_SESSION_OPTIONS", "{}") != "{}":
+        why = ("the script never imported TensorFlow" if not _state["tensorflow"] else
+               "TensorFlow created no Session (eager code, or sessions made before injection)")
+        sys.stderr.write("npulaunch: warning: session_injection is on but %s: the session options "
+                         "reached nothing\n" % why)
+
+
+_run_user_sitecustomize()
+sys.meta_path.insert(0, _Finder())
+atexit.register(_at_exit)
+if os.environ.get("NPULAUNCH_RANK_DIR"):  # let npulaunch ask a hung rank for its Python stacks
+    _session_helper().register_stack_dump()

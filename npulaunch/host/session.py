@@ -1,0 +1,233 @@
+"""The rank-side session helper: runs inside the training process and puts the session options
+npulaunch chose for this rank into TensorFlow's ConfigProto, as the NpuOptimizer custom
+optimizer's parameter_map (.b / .i / .s by the JSON type of each value).
+
+Standard library only, Python 3.7+ (CANN's TF 1.15 stacks); TensorFlow is imported only when a
+config is built. Works with TF 1.15 (``tf.ConfigProto``) and TF 2.x (``tf.compat.v1``); without
+npu_bridge the options still land in the real ConfigProto (TensorFlow ignores the unknown
+optimizer) and the script runs on the CPU.
+
+    from npulaunch import session
+    config = session.npu_config()          # or session.npu_config(base=my_config)
+    with tf.compat.v1.Session(config=config) as sess: ...
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+__all__ = ["OPTIONS_VAR", "PRECEDENCE_VAR", "RANK_DIR_VAR", "EFFECTIVE_FILE", "HEARTBEAT_FILE",
+           "STACK_SIGNAL_FILE", "STACK_DUMP_SIGNAL", "INIT_SESSION_OPTIONS", "options", "run_config_kwargs",
+           "apply_options", "effective_options", "record", "npu_config", "initialize_system", "heartbeat",
+           "register_stack_dump"]
+
+OPTIONS_VAR = "NPULAUNCH_SESSION_OPTIONS"
+PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"  # "script" (default) or "yaml"
+RANK_DIR_VAR = "NPULAUNCH_RANK_DIR"
+EFFECTIVE_FILE = "session_options.json"
+HEARTBEAT_FILE = "heartbeat"  # touched by heartbeat(): progress for npulaunch's hang watchdog
+STACK_SIGNAL_FILE = "stack-dump.signal"  # "<pid> <signal>": how npulaunch asks this rank for its stacks
+STACK_DUMP_SIGNAL = 40  # a real-time signal (SIGRTMIN+6 on Linux): no library uses it, and it is sent
+#                         only to processes that registered a handler for it here
+OPTIMIZER = "NpuOptimizer"
+
+# The options CANN requires on the separate session that runs npu_ops.initialize_system(), when
+# the training uses them (seed 002, table 1).
+INIT_SESSION_OPTIONS = ("profiling_mode", "profiling_options", "fp_point", "bp_point", "enable_dump", "dump_path",
+                        "dump_step", "dump_mode", "enable_dump_debug", "dump_debug_mode", "precision_mode",
+                        "auto_tune_mode", "graph_run_mode", "op_debug_level", "enable_exception_dump",
+                        "op_select_implmode", "optypelist_for_implmode")
+
+_warned = set()  # type: set
+
+
+def options(environ: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """This rank's session options as npulaunch planned them (empty outside npulaunch)."""
+    text = (os.environ if environ is None else environ).get(OPTIONS_VAR, "")
+    return json.loads(text) if text else {}
+
+
+def run_config_kwargs() -> Dict[str, Any]:
+    """Keyword arguments for an NPURunConfig-style estimator config (it takes the same names)."""
+    return dict(options())
+
+
+def _tensorflow() -> Tuple[Any, Any]:
+    """(ConfigProto class, RewriterConfig class) of the installed TensorFlow, 1.15 or 2.x."""
+    import tensorflow as tf  # noqa: F401 - imported here so that importing this module stays free
+    from tensorflow.core.protobuf.config_pb2 import ConfigProto
+    from tensorflow.core.protobuf.rewriter_config_pb2 import RewriterConfig
+    _load_npu_bridge()
+    return ConfigProto, RewriterConfig
+
+
+def _load_npu_bridge() -> bool:
+    """Import npu_bridge where it exists: its import registers the NPU optimizer and ops."""
+    if "npu_bridge" in sys.modules:
+        return True
+    try:
+        import npu_bridge.npu_init  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _field(value: Any) -> str:
+    if isinstance(value, bool):
+        return "b"
+    if isinstance(value, int):
+        return "i"
+    return "s"
+
+
+def _read(attr: Any) -> Any:
+    """The value of a parameter_map entry (an AttrValue), by the field that is set."""
+    kind = attr.WhichOneof("value")
+    if kind == "s":
+        return attr.s.decode("utf-8", "replace")
+    return getattr(attr, kind) if kind else None
+
+
+def _npu_optimizer(config: Any) -> Any:
+    rewrite = config.graph_options.rewrite_options
+    for custom in rewrite.custom_optimizers:
+        if custom.name == OPTIMIZER:
+            return custom
+    custom = rewrite.custom_optimizers.add()
+    custom.name = OPTIMIZER
+    return custom
+
+
+def apply_options(config: Any, values: Dict[str, Any], prefer: str = "script") -> List[str]:
+    """Merge ``values`` into ``config`` in place; return one message per option both the script
+    and the YAML set differently (``prefer`` decides which wins)."""
+    _, rewriter = _tensorflow()
+    custom = _npu_optimizer(config)
+    conflicts = []
+    for name in sorted(values):
+        value = values[name]
+        if name in custom.parameter_map:
+            mine = _read(custom.parameter_map[name])
+            if mine != value:
+                keep = "the script's" if prefer == "script" else "the YAML's"
+                conflicts.append("session option %s: the script sets %r, the YAML sets %r; keeping %s"
+                                 % (name, mine, value, keep))
+                if prefer == "script":
+                    continue
+        attr = custom.parameter_map[name]
+        kind = _field(value)
+        if kind == "b":
+            attr.b = value
+        elif kind == "i":
+            attr.i = value
+        else:
+            attr.s = str(value).encode("utf-8")
+    # CANN requires TensorFlow's own remapping and memory optimisation off with the NPU optimizer.
+    config.graph_options.rewrite_options.remapping = rewriter.OFF
+    config.graph_options.rewrite_options.memory_optimization = rewriter.OFF
+    return conflicts
+
+
+def effective_options(config: Any) -> Dict[str, Any]:
+    """What a ConfigProto's NpuOptimizer carries, as plain values."""
+    for custom in config.graph_options.rewrite_options.custom_optimizers:
+        if custom.name == OPTIMIZER:
+            return {name: _read(attr) for name, attr in sorted(custom.parameter_map.items())}
+    return {}
+
+
+def record(config: Any, via: str, conflicts: List[str]) -> None:
+    """Write what this rank's session actually got into its directory of the job."""
+    rank_dir = os.environ.get(RANK_DIR_VAR)
+    for message in conflicts:
+        if message not in _warned:
+            _warned.add(message)
+            sys.stderr.write("npulaunch: warning: " + message + "\n")
+    if not rank_dir or not os.path.isdir(rank_dir):
+        return
+    data = {"via": via, "pid": os.getpid(), "options": effective_options(config), "conflicts": conflicts}
+    path = os.path.join(rank_dir, EFFECTIVE_FILE)
+    with open(path + ".tmp", "w") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+    os.replace(path + ".tmp", path)
+
+
+def npu_config(base: Any = None, prefer: Optional[str] = None) -> Any:
+    """A ConfigProto carrying this rank's options, merged into a copy of ``base`` (never changed)."""
+    config_class, _ = _tensorflow()
+    config = config_class()
+    if base is not None:
+        config.CopyFrom(base)
+    prefer = prefer or os.environ.get(PRECEDENCE_VAR, "script")
+    conflicts = apply_options(config, options(), prefer)
+    record(config, "npu_config", conflicts)
+    register_stack_dump()
+    return config
+
+
+def initialize_system() -> Any:
+    """Initialise collective communication in a session of its own, as CANN requires before a
+    script calls HCCL (get_rank_id, get_local_rank_id, ...) ahead of sess.run or estimator.train.
+
+    Returns a function that shuts the system down and closes that session; call it after
+    training. Without npu_bridge (no Ascend software) there is nothing to initialise and both
+    steps do nothing.
+    """
+    if not _load_npu_bridge():
+        return lambda: None
+    import tensorflow as tf
+    from npu_bridge.estimator import npu_ops
+
+    config_class, _ = _tensorflow()
+    config = config_class()
+    chosen = {k: v for k, v in options().items() if k in INIT_SESSION_OPTIONS}
+    record(config, "initialize_system", apply_options(config, chosen))
+    graph = tf.Graph()
+    with graph.as_default():
+        init_op, shutdown_op = npu_ops.initialize_system(), npu_ops.shutdown_system()
+    sess = tf.compat.v1.Session(graph=graph, config=config)
+    sess.run(init_op)
+
+    def shutdown() -> None:
+        sess.run(shutdown_op)
+        sess.close()
+
+    return shutdown
+
+
+def heartbeat() -> None:
+    """Tell npulaunch this rank made progress (call it once per step; it touches a file)."""
+    rank_dir = os.environ.get(RANK_DIR_VAR)
+    if rank_dir and os.path.isdir(rank_dir):
+        path = os.path.join(rank_dir, HEARTBEAT_FILE)
+        with open(path, "a"):
+            os.utime(path, None)
+
+
+_stack_file = None  # kept open: faulthandler writes to its descriptor from a signal handler
+
+
+def register_stack_dump() -> bool:
+    """Let npulaunch ask for this process's Python stacks (written to rank-N/stacks-<pid>.txt)
+    before it stops a hung job. Returns False outside npulaunch or where it is not possible."""
+    global _stack_file
+    rank_dir = os.environ.get(RANK_DIR_VAR)
+    if _stack_file is not None or not rank_dir or not os.path.isdir(rank_dir) or not hasattr(os, "getpid"):
+        return _stack_file is not None
+    import faulthandler
+    import signal
+
+    if STACK_DUMP_SIGNAL >= getattr(signal, "NSIG", 65):
+        return False
+    try:  # the rank's first Python process claims it; its Python children do not
+        marker = os.open(os.path.join(rank_dir, STACK_SIGNAL_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    _stack_file = open(os.path.join(rank_dir, "stacks-%d.txt" % os.getpid()), "w")
+    faulthandler.register(STACK_DUMP_SIGNAL, file=_stack_file, all_threads=True, chain=False)
+    os.write(marker, ("%d %d\n" % (os.getpid(), STACK_DUMP_SIGNAL)).encode())
+    os.close(marker)
+    return True

@@ -1,0 +1,113 @@
+"""What one rank and one host's agent are told to run: the blueprint shared by plan and agent.
+
+Standard library only, Python 3.7+: the agent imports this on compute hosts. The plan builds these
+values; the agent only reads them. No decisions are made here.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+# The zero-code injection hook: a directory holding only sitecustomize.py, put first on PYTHONPATH.
+INJECT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject")
+INJECTION_TOKEN = "{npulaunch_inject}"  # in a remote rank's env_prepend: the agent's own copy of INJECT_DIR
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """Everything needed to start one rank, decided before launch."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    host: str
+    node_rank: int
+    device_id: int
+    argv: Tuple[str, ...]
+    cwd: str
+    env: Dict[str, str]  # the variables npulaunch sets, applied over the host's environment
+    env_unset: Tuple[str, ...]  # launcher-owned names removed from the inherited environment
+    env_sources: Dict[str, str]  # name -> "launcher" | "default" | "yaml" | "cli"
+    session_options: Dict[str, Any]
+    rank_dir: str
+    stdout_path: str
+    stderr_path: str
+    plog_dir: str
+    # path-like variables to put entries in front of, keeping the host's own value after them
+    env_prepend: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """Short console prefix, e.g. ``r3 d3``."""
+        return "r%d d%d" % (self.rank, self.device_id)
+
+    def to_dict(self) -> Dict[str, Any]:
+        data = asdict(self)
+        data["argv"] = list(self.argv)
+        data["env_unset"] = list(self.env_unset)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "RankSpec":
+        values = dict(data)
+        values["argv"] = tuple(values["argv"])
+        values["env_unset"] = tuple(values["env_unset"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """One agent's share of a job: the ranks of one host and how to stop them."""
+
+    job_id: str
+    job_uuid: str  # marks every process of the job (NPULAUNCH_JOB_UUID) for orphan sweeps
+    host: str
+    node_rank: int
+    job_dir: str
+    grace_period_s: float
+    forward_signals: Tuple[str, ...] = ("SIGUSR1", "SIGUSR2")
+    ranks: Tuple[RankSpec, ...] = field(default_factory=tuple)
+    patterns: Tuple[Dict[str, Any], ...] = ()  # the job's own signatures (monitor.patterns)
+    hang_startup_s: float = 0.0  # launch -> first line; 0 = not watched
+    hang_steady_s: float = 0.0  # between lines once started; 0 = not watched
+    progress_regex: str = ""  # when set, only lines matching it (and heartbeats) count as progress
+    rank_table: Optional[Dict[str, Any]] = None  # written by the agent at rank_table_path when missing
+    rank_table_path: Optional[str] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        data = asdict(self)
+        data["forward_signals"] = list(self.forward_signals)
+        data["patterns"] = list(self.patterns)
+        data["ranks"] = [r.to_dict() for r in self.ranks]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "HostPlan":
+        values = dict(data)
+        values["forward_signals"] = tuple(values["forward_signals"])
+        values["ranks"] = tuple(RankSpec.from_dict(r) for r in values["ranks"])
+        values["patterns"] = tuple(values.get("patterns", ()))
+        return cls(**values)
+
+
+def compose_env(spec: RankSpec, inherited: Mapping[str, str],
+                inject_dir: Optional[str] = INJECT_DIR) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """The one place a rank's environment is composed: ``inherited`` without what the plan unsets,
+    the plan's values over it, then the prepended paths (``inject_dir``, this host's copy of the
+    injection hook, in place of INJECTION_TOKEN; None leaves the token as the plan shows it).
+    Returns the environment and where each variable came from."""
+    env = {k: v for k, v in inherited.items() if k not in spec.env_unset}
+    sources = dict.fromkeys(env, "inherited")
+    for name, value in spec.env.items():
+        source = spec.env_sources.get(name, "launcher")
+        if name in inherited and inherited[name] != value:
+            source += " (replaces the inherited value)"
+        env[name], sources[name] = value, source
+    for name, first in spec.env_prepend.items():
+        if inject_dir is not None:
+            first = first.replace(INJECTION_TOKEN, inject_dir)
+        env[name] = first + os.pathsep + env[name] if env.get(name) else first
+        sources[name] = sources[name] + ", launcher (prepended)" if name in sources else "launcher (prepended)"
+    return env, sources

@@ -1,0 +1,215 @@
+"""From the command line's config and flags to a job ready to plan: the YAML with the flags'
+overrides; under a scheduler, the allocation's hosts, this node's place, and the device IPs the
+nodes exchange; over SSH, the connected and checked hosts (Fabric is imported only then); and the
+function that plans each attempt.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Tuple
+
+from npulaunch.host.errors import UsageError
+from npulaunch.config.overrides import Overrides
+
+# Any of these in the environment may mean a scheduler started npulaunch (scheduler.detect's
+# automatic detection looks for the same ones first; a test keeps the two in step).
+SCHEDULER_MARKERS = ("SLURM_JOB_ID", "SLURM_JOBID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "VC_TASK_INDEX",
+                     "KUBERNETES_SERVICE_HOST")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A config ready to plan: overrides applied and, under a scheduler, the allocation's hosts."""
+
+    config: Any
+    job_id: str
+    job_id_source: str
+    node: Optional[int] = None  # under a scheduler: this node's index
+    local_names: Tuple[str, ...] = ()
+    view: Any = None  # the scheduler's view (scheduler.SchedulerView); None without a scheduler
+
+
+def load(config_path: Optional[str], overrides: Overrides, scheduler: str = "auto", rank_mode: bool = False,
+         starting: bool = False) -> Loaded:
+    """The config with the command line's overrides and the scheduler's allocation, its job id
+    and where that id came from. ``starting``: the job is about to start here, so under a
+    scheduler the nodes swap their device IPs (plan and check only look)."""
+    import time
+
+    from npulaunch.config.cluster import load_config
+    from npulaunch.config.overrides import apply_overrides, config_from_cli
+    from npulaunch.plan.build import LOCAL_HOST_NAMES, default_job_id
+
+    if config_path:
+        config = apply_overrides(load_config(config_path), overrides)
+    else:
+        config = config_from_cli(overrides, os.getcwd())
+    view = None  # without a scheduler's variables the scheduler module is not even imported (~10 ms)
+    if scheduler != "auto" or any(os.environ.get(name) for name in SCHEDULER_MARKERS):
+        import socket
+
+        from npulaunch.plan.scheduler import SchedulerKind, detect
+
+        view = detect(os.environ, socket.gethostname(), None if scheduler == "auto" else scheduler)
+        if view.kind is SchedulerKind.NONE:
+            view = None
+    node, local_names = None, tuple(LOCAL_HOST_NAMES)
+    if view is not None and view.kind in ("volcano", "k8s") and os.environ.get("RANK_TABLE_FILE"):
+        config, view = _mindx(config, view, os.environ["RANK_TABLE_FILE"])
+    if view is not None:
+        config, node, view = _allocated(config, view, rank_mode)
+        local_names = (config.hosts[node].host,) + local_names
+    if overrides.job_id is not None:
+        job_id, source = overrides.job_id, "cli"
+    elif config.job.id is not None:
+        job_id, source = config.job.id, "yaml"
+    elif view is not None and view.job_id is not None:
+        job_id, source = view.job_id, f"scheduler ({view.sources.get('job_id', view.kind.value)})"
+    elif node is not None and len(config.hosts) > 1:
+        raise UsageError(f"under {view.kind.value if view else 'a scheduler'} every node must use the same job id, "
+                         "and the scheduler gives none: pass --job-id or set job.id")
+    else:
+        job_id = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
+        source = "default (job.name and the time)"
+    if starting and node is not None and _exchange_needed(config, node):
+        config = _exchange_device_ips(config, node, os.path.join(config.job.log_dir, job_id), view)
+    return Loaded(config, job_id, source, node, local_names, view)
+
+
+RANK_TABLE_WAIT_S = 600.0  # how long the MindX operator may take to fill in its rank table
+
+
+def _exchange_needed(config: Any, node: int) -> bool:
+    from npulaunch.plan.allocation import exchange_needed
+
+    return exchange_needed(config, node)
+
+
+def _mindx(config: Any, view: Any, path: str) -> Tuple[Any, Any]:
+    """Under Volcano / Kubernetes with Ascend's MindX operator: wait until the rank table it mounts
+    is complete, then take the job's hosts, devices and device IPs from it."""
+    import socket
+
+    from npulaunch.plan.mindx import hosts_from_rank_table, node_in_rank_table, wait_for_rank_table
+
+    table = wait_for_rank_table(path, float(os.environ.get("NPULAUNCH_RANK_TABLE_WAIT_S", RANK_TABLE_WAIT_S)))
+    config = hosts_from_rank_table(config, table, path)
+    names = [socket.gethostname()]
+    try:
+        names.append(socket.gethostbyname(socket.gethostname()))
+    except OSError:
+        pass
+    return config, node_in_rank_table(config, view, names)
+
+
+RENDEZVOUS_TIMEOUT_S = 600.0  # nodes of one allocation start within seconds; 10 min covers slow file systems
+
+
+def _exchange_device_ips(config: Any, node: int, job_dir: str, view: Any) -> Any:
+    """Every node reads its own NPUs' addresses and they swap them through the job directory."""
+    from dataclasses import replace
+
+    from npulaunch.host.discovery import discover_device_ips
+    from npulaunch.plan.rendezvous import exchange
+
+    me = config.hosts[node]
+    ips = me.device_ips if me.device_ips is not None else discover_device_ips(me.devices)
+    epoch = "/".join(v for k, v in sorted(view.sources.items()) if k in ("job_id", "hosts"))
+    timeout = float(os.environ.get("NPULAUNCH_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S))
+    records = exchange(os.path.join(job_dir, "rendezvous"), node, len(config.hosts),
+                       {"host": me.host, "device_ips": list(ips) if ips else None}, timeout, epoch)
+    hosts = tuple(replace(h, device_ips=tuple(r["device_ips"])) if h.device_ips is None and r["device_ips"] else h
+                  for h, r in zip(config.hosts, records))
+    sources = dict(config.sources)
+    for index, (before, after) in enumerate(zip(config.hosts, hosts)):
+        if before.device_ips is None and after.device_ips is not None:
+            sources[f"hosts[{index}].device_ips"] = f"hccn_tool on {after.host}, exchanged in {job_dir}/rendezvous"
+    return replace(config, hosts=hosts, sources=sources)
+
+
+def _allocated(config: Any, view: Any, rank_mode: bool) -> Tuple[Any, int, Any]:
+    """The config on the scheduler's nodes, refusing the ways of starting npulaunch that would run
+    ranks twice or on one node only."""
+    from npulaunch.host.discovery import discover_usable_devices
+    from npulaunch.plan.allocation import rank_mode_view, scheduler_config, view_sources
+    from npulaunch.plan.scheduler import SchedulerKind
+
+    if rank_mode:
+        view = rank_mode_view(view)
+    else:
+        if view.kind is SchedulerKind.SLURM and (view.node_count or 1) > 1 and "SLURM_STEP_ID" not in os.environ:
+            raise UsageError(f"this is the batch script of a {view.node_count}-node Slurm job: start npulaunch on "
+                             "every node with srun --ntasks-per-node=1 npulaunch run ...")
+        if view.local_size not in (None, 1):
+            raise UsageError(f"{view.kind.value} started {view.local_size} tasks on this node ({view_sources(view)}); "
+                             "npulaunch run starts a node's ranks itself: one task per node (srun "
+                             "--ntasks-per-node=1, mpirun --map-by ppr:1:node), or npulaunch exec for one task per "
+                             "rank")
+    return scheduler_config(config, view, discover_usable_devices, rank_mode) + (view,)
+
+
+def planner(loaded: Loaded, remote: Any = None) -> Callable[[int], Any]:
+    """attempt -> plan (a restarted job is planned again: fresh ports, its own directory).
+    ``remote``: what the remote hosts' preflight found (their NPUs and device IPs)."""
+    import shutil
+
+    from npulaunch.host.discovery import (
+        discover_device_ips,
+        discover_usable_devices,
+        free_loopback_ports,
+    )
+    from npulaunch.plan.build import Discovery, build_plan
+
+    config, job_id, source = loaded.config, loaded.job_id, loaded.job_id_source
+    discovery = Discovery(devices=discover_usable_devices, device_ips=discover_device_ips,
+                          free_ports=free_loopback_ports, npu_present=lambda: shutil.which("npu-smi") is not None,
+                          remote=remote, local_names=loaded.local_names)
+    restarted = config.job.max_restarts > 0
+    first: List[Any] = []  # attempt 1 is planned once, whoever asks first
+
+    def plan_for(attempt: int) -> Any:
+        if attempt > 1:
+            return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source,
+                              attempt=attempt, node=loaded.node)
+        if not first:
+            first.append(build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source,
+                                    attempt=1 if restarted else 0, node=loaded.node))
+        return first[0]
+
+    return plan_for
+
+
+def is_remote(loaded: Loaded) -> bool:
+    """Whether npulaunch starts ranks on other hosts itself, over SSH (not under a scheduler)."""
+    return loaded.node is None and any(host.host not in loaded.local_names for host in loaded.config.hosts)
+
+
+def open_fleet(loaded: Loaded) -> Any:
+    """Connect to every host, ship the agent and run the preflight probe there (Fabric is
+    imported only now). Raises BackendError, listing every host's problem, if any host fails.
+    What can be checked offline is checked first: a plan without the hosts' facts (unless a
+    remote host's devices are only known from its npu-smi), so a bad config never waits on SSH."""
+    from npulaunch.config.cluster import ALL_DEVICES
+
+    config = loaded.config
+    if not any(h.devices == ALL_DEVICES and h.host not in loaded.local_names for h in config.hosts):
+        planner(loaded)(1)
+
+    from npulaunch.launch.ssh.fleet import Fleet
+    from npulaunch.plan.remotecheck import probe_asks
+    from npulaunch.launch.ssh.channel import SshTarget
+
+    ssh = config.ssh
+    targets = {}
+    for host in config.hosts:
+        login = dict(ssh, **host.ssh)
+        paths = {key: os.path.expanduser(login[key]) if login.get(key) else None
+                 for key in ("identity_file", "known_hosts", "config")}
+        targets[host.host] = SshTarget(host.host, user=login.get("user"), port=login.get("port"),
+                                       identity_file=paths["identity_file"], known_hosts=paths["known_hosts"],
+                                       ssh_config=paths["config"],
+                                       accept_unknown_hosts=bool(login.get("accept_unknown_hosts", False)),
+                                       connect_timeout_s=float(login.get("connect_timeout_s", 10.0)))
+    return Fleet(targets, parallel=int(ssh.get("parallel", 32))).open(probe_asks(config, loaded.job_id))

@@ -1,0 +1,95 @@
+"""Session options per rank: the cross-option rules checked once for the job, then the paths
+ranks write to expanded for each rank ({job_id}, {rank}, {local_rank}, {device_id}, {host}).
+
+Pure. Called by the plan; turns rule findings into located ConfigProblems (errors) and
+warning lines, and warns when ranks of one host would still write to the same directory.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
+
+from npulaunch.config.catalog.options import OPTIONS
+from npulaunch.config.cluster import ClusterConfig
+from npulaunch.host.errors import ConfigProblem
+from npulaunch.plan.rankenv import DEFAULT_ENV
+from npulaunch.config.rules import ERROR, Finding, RuleContext, check_rules
+from npulaunch.config.values import expand_templates
+
+WRITES = tuple(spec.name for spec in OPTIONS if spec.writes)
+SHARED_DIR_OPTIONS = ("dump_path", "profiling_options.output")
+
+
+def _path_of(name: str) -> Tuple[str, str]:
+    return ("env", name[4:]) if name.startswith("env:") else ("session_options", name)
+
+
+def _where(config: ClusterConfig, name: str) -> str:
+    """``session_options.x (line 12)``, or ``(not set)`` for an option the YAML does not have."""
+    path = _path_of(name)
+    problem = config.problem(path, "", "")
+    given = config.document is not None and path in config.document.lines
+    return f"{problem.path} (line {problem.line})" if given else f"{problem.path} (not set)"
+
+
+def _locate(config: ClusterConfig, finding: Finding) -> ConfigProblem:
+    problem = config.problem(_path_of(finding.names[0]), finding.found, finding.allowed, finding.hint)
+    hint = finding.hint
+    if len(finding.names) > 1:
+        names = " and ".join(n.replace("env:", "env.") for n in finding.names)
+        others = ", ".join(_where(config, n) for n in finding.names[1:])
+        hint = "; ".join(h for h in (hint, f"rule between {names}: see {others}") if h)
+    return ConfigProblem(problem.source, problem.line, problem.path, problem.found, problem.allowed, hint)
+
+
+def check_job_options(config: ClusterConfig, world_size: int) -> Tuple[List[ConfigProblem], List[str]]:
+    """Rule errors (located) and warnings (as lines) for the job's session options and env."""
+    effective = dict(DEFAULT_ENV)
+    effective.update({k: v for k, v in config.env.items() if v is not None})
+    ctx = RuleContext(options=config.session_options, env=config.env, effective_env=effective,
+                      world_size=world_size, product=config.product)
+    errors: List[ConfigProblem] = []
+    warnings = ["warning: " + w.render() for w in config.warnings]
+    if config.product is None and "hccl_timeout" in config.session_options:
+        warnings.append("warning: hccl_timeout is checked against the range every product accepts (1-17340 s); "
+                        "name the product line (product: atlas-a2, ...) for its own range")
+    for finding in check_rules(ctx):
+        located = _locate(config, finding)
+        if finding.level == ERROR:
+            errors.append(located)
+        else:
+            warnings.append("warning: " + located.render())
+    return errors, warnings
+
+
+def options_for_rank(options: Mapping[str, Any], values: Mapping[str, Any]) -> Dict[str, Any]:
+    """The job's options with every written path expanded for one rank."""
+    result = dict(options)
+    for name in WRITES:
+        if isinstance(result.get(name), str):
+            result[name] = expand_templates(result[name], values)
+    if isinstance(result.get("profiling_options"), str):
+        profiling = json.loads(result["profiling_options"])
+        if isinstance(profiling.get("output"), str):
+            profiling["output"] = expand_templates(profiling["output"], values)
+            result["profiling_options"] = json.dumps(profiling, separators=(",", ":"))
+    return result
+
+
+def shared_dir_warnings(per_rank: Sequence[Tuple[str, int, Mapping[str, Any]]]) -> List[str]:
+    """``(host, rank, options)`` of every rank -> warnings for directories several ranks share."""
+    users: Dict[Tuple[str, str, str], List[int]] = {}
+    for host, rank, options in per_rank:
+        for name in SHARED_DIR_OPTIONS:
+            if name == "profiling_options.output":
+                value = json.loads(options["profiling_options"]).get("output") \
+                    if isinstance(options.get("profiling_options"), str) else None
+            else:
+                value = options.get(name)
+            if isinstance(value, str):
+                users.setdefault((name, host, value), []).append(rank)
+    return [f"warning: {len(ranks)} ranks on {host} write {name} to the same directory {path} "
+            f"(ranks {', '.join(map(str, ranks[:8]))}{'...' if len(ranks) > 8 else ''}); "
+            "add {rank} or {device_id} to the path" for (name, host, path), ranks in users.items()
+            if len(ranks) > 1]

@@ -1,0 +1,82 @@
+"""Preflight of every remote host, before anything starts: what to ask each host's agent
+(``agent.probe`` gathers the facts there) and how to judge its answer — python3 and its version,
+the working directory and the command's script, the NPUs npu-smi lists, the NPU addresses
+hccn_tool reports when the rank table needs them, free disk for the job directory, and the clock
+against the launcher's. Pure functions: the fleet gathers every host's answer, then reports every
+host's problems together.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, RankTableMode
+from npulaunch.plan.preflight import python_script
+
+MIN_PYTHON = (3, 7)
+MAX_CLOCK_SKEW_S = 2.0  # ranks' timestamps are compared when choosing the root cause
+MIN_FREE_BYTES = 1 << 30
+
+
+def probe_asks(config: ClusterConfig, job_id: str) -> Dict[str, Dict[str, Any]]:
+    """Host -> what its agent's probe is asked. Built from the config: the plan comes after the
+    probe, since ``devices: all`` and device IPs of a remote host are only known there."""
+    command = config.job.command
+    asks = {}
+    for host in config.hosts:
+        asks[host.host] = {
+            "workdir": config.job.workdir, "script": python_script(command), "program": command[0],
+            "job_dir": os.path.join(config.job.log_dir, job_id),
+            "devices": None if host.devices == ALL_DEVICES else sorted(host.devices),
+            "need_ips": host.device_ips is None and config.rank_table is not RankTableMode.NONE,
+            "ips_required": config.rank_table is RankTableMode.REQUIRED or len(config.hosts) > 1}
+    return asks
+
+
+def judge(host: str, ask: Dict[str, Any], found: Dict[str, Any], sent: float,
+          received: float) -> Tuple[List[str], List[str]]:
+    """``(problems, warnings)`` of one host, from its probe's answer."""
+    python = found["python"]
+    if tuple(python[:2]) < MIN_PYTHON:
+        return [f"{host}: python3 is {'.'.join(map(str, python))}; the agent needs 3.7 or newer"], []
+    problems, warnings = [], []
+    if not found["workdir"]:
+        problems.append(f"{host}: working directory {ask['workdir']} does not exist")
+    elif not found["script"]:
+        problems.append(f"{host}: script {ask['script']} does not exist in {ask['workdir']}")
+    if not found["program"]:
+        problems.append(f"{host}: command {ask['program']!r} is not on the PATH")
+    problems.extend(_npu_problems(host, ask, found))
+    skew = found["time"] - (sent + received) / 2
+    if abs(skew) > MAX_CLOCK_SKEW_S + (received - sent) / 2:
+        warnings.append(f"{host}: its clock is {skew:+.1f} s off the launcher's; root-cause ordering across "
+                        "hosts relies on timestamps")
+    if found["free_bytes"] < MIN_FREE_BYTES:
+        warnings.append(f"{host}: only {found['free_bytes'] >> 20} MB free for {ask['job_dir']}")
+    warnings.extend(f"{host}: {error}" for error in found.get("errors", []))
+    return problems, warnings
+
+
+def _npu_problems(host: str, ask: Dict[str, Any], found: Dict[str, Any]) -> List[str]:
+    npus: Optional[List[List[Any]]] = found.get("npus")
+    devices = ask["devices"]
+    problems = []
+    if npus is not None and devices and max(devices) >= len(npus):
+        problems.append(f"{host}: npu-smi lists {len(npus)} NPUs, the plan uses devices {devices}")
+    if ask["need_ips"] and ask["ips_required"]:
+        ips = found.get("device_ips")
+        if ips is None:
+            problems.append(f"{host}: no device_ips in the YAML and no hccn_tool on the host; the rank table "
+                            "needs every NPU's address")
+        else:
+            silent = [device for device, ip in sorted(ips.items(), key=lambda item: int(item[0])) if ip is None]
+            if silent:
+                problems.append(f"{host}: hccn_tool -i <id> -ip -g gave no address for devices "
+                                f"{', '.join(silent)}; give device_ips in the YAML or configure the NPU NICs")
+    return problems
+
+
+def remote_facts(found: Dict[str, Any]) -> Dict[str, Any]:
+    """What the plan uses of a host's answer: its NPU ids and health, and device addresses."""
+    return {"npus": found.get("npus"), "device_ips": found.get("device_ips")}

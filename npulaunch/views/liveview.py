@@ -1,0 +1,122 @@
+"""The live status view on a terminal: per rank its state, device, lines per second, time since
+its last line, its last line, and (with a progress regex such as ``step (\\d+)/(\\d+)``) its step,
+step rate and ETA, under the ranks' scrolling output. Only when stdout is a TTY; off a terminal the
+plain Console prints prefixed lines. rich is imported here only.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Set
+
+from rich.console import Console as RichConsole
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from npulaunch.config.cluster import ConsoleMode
+from npulaunch.views.console import Console
+from npulaunch.host.events import Event, EventKind
+from npulaunch.plan.build import LaunchPlan
+from npulaunch.host.spec import RankSpec
+
+REFRESH_S = 0.25
+
+
+@dataclass
+class RankRow:
+    rank: int
+    device_id: int
+    state: str = "starting"
+    lines: int = 0
+    last_line: str = ""
+    last_time: Optional[float] = None
+    rate: float = 0.0  # lines per second, smoothed
+    step: Optional[int] = None
+    total: Optional[int] = None
+    step_rate: float = 0.0  # steps per second
+    first_step: Optional[tuple] = None  # (time, step) when steps were first seen
+
+
+class LiveConsole(Console):
+    """A Console that keeps a status table at the bottom of the terminal."""
+
+    def __init__(self, plan: LaunchPlan, mode: ConsoleMode = ConsoleMode.ALL,
+                 ranks: Optional[Set[int]] = None, rich_console: Optional[RichConsole] = None) -> None:
+        super().__init__(mode, ranks=ranks)
+        self._rich = rich_console or RichConsole(highlight=False, soft_wrap=True)
+        self._rows: Dict[int, RankRow] = {s.rank: RankRow(s.rank, s.device_id) for s in plan.ranks}
+        self._step = re.compile(plan.progress_regex) if plan.progress_regex else None
+        self._live = Live(self._table(), console=self._rich, auto_refresh=False, transient=False)
+        self._live.start()
+        self._next_refresh = 0.0
+
+    def rank_output(self, spec: RankSpec, stream: str, lines: List[str]) -> None:
+        row, now = self._rows[spec.rank], time.monotonic()
+        if row.last_time is not None and now > row.last_time:
+            row.rate = 0.7 * row.rate + 0.3 * (len(lines) / max(now - row.last_time, 0.05))
+        row.lines += len(lines)
+        row.last_time = now
+        row.last_line = lines[-1].rstrip("\r") if lines else row.last_line
+        if self._step is not None:
+            self._parse_steps(row, lines, now)
+        if self.shows(spec):
+            text = "\n".join(f"[{spec.label}] {line.rstrip(chr(13))}" for line in lines)
+            self._live.console.print(Text(text, style="red" if stream == "stderr" else ""), soft_wrap=True)
+        self._refresh(now)
+
+    def _parse_steps(self, row: RankRow, lines: List[str], now: float) -> None:
+        assert self._step is not None
+        for line in reversed(lines):
+            match = self._step.search(line)
+            if match and match.groups() and match.group(1).isdigit():
+                row.step = int(match.group(1))
+                if len(match.groups()) > 1 and match.group(2) and match.group(2).isdigit():
+                    row.total = int(match.group(2))
+                if row.first_step is None:
+                    row.first_step = (now, row.step)
+                elif now > row.first_step[0]:
+                    row.step_rate = (row.step - row.first_step[1]) / (now - row.first_step[0])
+                return
+
+    def event(self, event: Event) -> None:
+        row = self._rows.get(event.rank) if event.rank is not None else None
+        if row is not None and event.kind is EventKind.RANK_STARTED:
+            row.state = "running"
+        elif row is not None and event.kind is EventKind.RANK_EXITED:
+            row.state = event.data["state"] + (f" ({event.data['signal'] or event.data['exit_code']})"
+                                               if event.data["state"] != "succeeded" else "")
+        elif row is not None and event.kind is EventKind.SIGNATURE_MATCHED:
+            row.state += f" {event.data.get('code') or event.data['signature']}"
+        self._refresh(time.monotonic())
+
+    def message(self, text: str) -> None:
+        self._live.console.print(Text("\n".join("npulaunch: " + line for line in text.splitlines())))
+
+    def report(self, text: str) -> None:
+        self._refresh(0, force=True)
+        self._live.stop()
+        super().report(text)
+
+    def _refresh(self, now: float, force: bool = False) -> None:
+        if force or now >= self._next_refresh:
+            self._next_refresh = now + REFRESH_S
+            self._live.update(self._table(), refresh=True)
+
+    def _table(self) -> Table:
+        now = time.monotonic()
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for column in ("rank", "device", "state", "lines/s", "silent", "step", "ETA", "last line"):
+            table.add_column(column, no_wrap=True, overflow="ellipsis",
+                             max_width=60 if column == "last line" else None)
+        for row in self._rows.values():
+            silent = f"{now - row.last_time:.0f}s" if row.last_time is not None else "-"
+            step = "-" if row.step is None else (f"{row.step}/{row.total}" if row.total else str(row.step))
+            eta = "-"
+            if row.total and row.step_rate > 0:
+                eta = f"{max(0.0, (row.total - (row.step or 0)) / row.step_rate):.0f}s"
+            table.add_row(str(row.rank), str(row.device_id), row.state, f"{row.rate:.0f}", silent, step, eta,
+                          row.last_line[:60])
+        return table
