@@ -164,7 +164,8 @@ def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
 
 
 def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from npulaunch.views.planview import render_plan_table, write_plan_json
+    from npulaunch.plan.planjson import write_plan_json
+    from npulaunch.views.planview import render_plan_table
 
     plan = _prepare(args, command)
     if args.json:
@@ -242,8 +243,9 @@ def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 def cmd_exec(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     """Rank mode: this process becomes the rank the scheduler made it (exec, nothing in between)."""
-    from npulaunch.host.agent.agent import prepare_rank, write_once
-    from npulaunch.views.planview import render_plan_json
+    from npulaunch.host.agent.agent import prepare_rank
+    from npulaunch.host.files import write_once
+    from npulaunch.plan.planjson import render_plan_json
     from npulaunch.plan.prepare import planner
     from npulaunch.plan.ranktable import render_rank_table
 

@@ -1,84 +1,12 @@
-"""Show a LaunchPlan: the per-rank table for people, JSON for tools and for plan.json.
-
-Pure rendering. Secrets (names containing TOKEN, PASSWORD, SECRET, KEY, ...) are redacted in
-everything shown or written.
+"""Show a LaunchPlan to people: the per-rank table (``npulaunch plan``). The JSON form for tools
+and plan.json is npulaunch.plan.planjson. Pure rendering.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from typing import IO, Any, Dict, Iterator, Mapping, Tuple
 
 from npulaunch.plan.build import LaunchPlan
-from npulaunch.plan.rankenv import redact_env
-from npulaunch.host.spec import RankSpec, compose_env
-
-
-def complete_env(spec: RankSpec, inherited: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
-    """The environment the rank will get and where each variable came from, sorted by name."""
-    env, sources = compose_env(spec, inherited, inject_dir=None)
-    return dict(sorted(env.items())), dict(sorted(sources.items()))
-
-
-def rank_to_dict(spec: RankSpec, inherited: Mapping[str, str]) -> Dict[str, Any]:
-    env, sources = complete_env(spec, inherited)
-    return {
-        "rank": spec.rank, "local_rank": spec.local_rank, "world_size": spec.world_size,
-        "host": spec.host, "node_rank": spec.node_rank, "device_id": spec.device_id,
-        "argv": list(spec.argv), "cwd": spec.cwd, "env": redact_env(env), "env_sources": sources,
-        "env_unset": list(spec.env_unset), "session_options": spec.session_options,
-        "stdout": spec.stdout_path, "stderr": spec.stderr_path, "plog_dir": spec.plog_dir,
-    }
-
-
-def plan_to_dict(plan: LaunchPlan, inherited_by_host: Mapping[str, Mapping[str, str]],
-                 with_ranks: bool = True) -> Dict[str, Any]:
-    """The full plan as JSON-ready data. Hosts missing from ``inherited_by_host`` show only
-    what npulaunch sets (their own environment is read on the host at start)."""
-    data = {
-        "job_id": plan.job_id, "job_uuid": plan.job_uuid, "job_name": plan.job_name, "job_dir": plan.job_dir,
-        "config": plan.config_source, "world_size": plan.world_size, "hosts": list(plan.hosts),
-        "grace_period_s": plan.grace_period_s, "console": plan.console.value,
-        "forward_signals": list(plan.forward_signals), "rank_table_path": plan.rank_table_path,
-        "rank_table": plan.rank_table, "sources": plan.sources, "notes": list(plan.notes),
-        "warnings": list(plan.warnings), "monitor": {"startup_timeout_s": plan.hang_startup_s,
-                                                      "hang_timeout_s": plan.hang_steady_s,
-                                                      "patterns": list(plan.patterns)},
-    }
-    if with_ranks:
-        data["ranks"] = [rank_to_dict(spec, inherited_by_host.get(spec.host, {})) for spec in plan.ranks]
-    return data
-
-
-def iter_plan_json(plan: LaunchPlan, inherited_by_host: Mapping[str, Mapping[str, str]]) -> Iterator[str]:
-    """The plan as JSON, in pieces: the header indented, then one line per rank (and per server
-    of the rank table), each encoded by json's C encoder. A plan of 32,768 ranks is never held as
-    one string or one list of dictionaries."""
-    head = plan_to_dict(plan, inherited_by_host, with_ranks=False)
-    table = head.pop("rank_table")
-    yield json.dumps(head, indent=2)[:-2] + ',\n  "rank_table": '
-    if table is None:
-        yield "null"
-    else:
-        servers = table["server_list"]
-        rest = {k: v for k, v in table.items() if k != "server_list"}
-        yield json.dumps(rest)[:-1] + ', "server_list": [\n'
-        yield ",\n".join("    " + json.dumps(server) for server in servers) + "]}"
-    yield ',\n  "ranks": ['
-    for index, spec in enumerate(plan.ranks):
-        line = json.dumps(rank_to_dict(spec, inherited_by_host.get(spec.host, {})))
-        yield ("\n    " if index == 0 else ",\n    ") + line
-    yield "\n  ]\n}\n" if plan.ranks else "]\n}\n"
-
-
-def render_plan_json(plan: LaunchPlan, inherited_by_host: Mapping[str, Mapping[str, str]]) -> str:
-    return "".join(iter_plan_json(plan, inherited_by_host))
-
-
-def write_plan_json(out: IO[str], plan: LaunchPlan, inherited_by_host: Mapping[str, Mapping[str, str]]) -> None:
-    for piece in iter_plan_json(plan, inherited_by_host):
-        out.write(piece)
 
 
 def render_plan_table(plan: LaunchPlan) -> str:

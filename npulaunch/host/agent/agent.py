@@ -21,6 +21,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.session import STACK_SIGNAL_FILE
+from npulaunch.host.files import write_once
 from npulaunch.host.spec import HostPlan, RankSpec, compose_env
 from npulaunch.host.agent import procs
 from npulaunch.host.agent.guard import Guard
@@ -45,29 +46,6 @@ def _stack_signal(rank_dir: str) -> Tuple[int, int]:
     except (OSError, ValueError):
         return 0, 0
 
-
-
-def write_once(path: str, text: str) -> bool:
-    """Create ``path`` with ``text`` unless it exists; readers never see it half-written (it is
-    written aside, then linked into place, which fails when another process got there first).
-    True when this call wrote it."""
-    aside = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        try:
-            os.link(aside, path)
-        except FileExistsError:
-            return False
-        except OSError:  # a file system without hard links: a rename is whole too, and the copies are equal
-            if os.path.exists(path):
-                return False
-            os.rename(aside, path)
-        return True
-    finally:
-        if os.path.exists(aside):
-            os.unlink(aside)
 
 
 def prepare_rank(spec: RankSpec, base_env: Mapping[str, str]) -> Dict[str, str]:

@@ -1,0 +1,37 @@
+"""Files of a job that readers must never see half-written, and that only their owner may read
+(the job directory holds environments and logs). Standard library only, Python 3.7+.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def write_private(path: str, text: str) -> None:
+    """Write a file only its owner can read."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def write_once(path: str, text: str) -> bool:
+    """Create ``path`` with ``text`` unless it exists; readers never see it half-written (it is
+    written aside, then linked into place, which fails when another process got there first).
+    True when this call wrote it."""
+    aside = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            return False
+        except OSError:  # a file system without hard links: a rename is whole too, and the copies are equal
+            if os.path.exists(path):
+                return False
+            os.rename(aside, path)
+        return True
+    finally:
+        if os.path.exists(aside):
+            os.unlink(aside)
