@@ -8,10 +8,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from npulaunch import __version__
 from npulaunch.host.errors import ConfigError, ConfigProblem, NpulaunchError, UsageError
+
+if TYPE_CHECKING:  # the commands import what they use, so that --help stays fast
+    from npulaunch.config.overrides import Overrides
+    from npulaunch.plan.build import LaunchPlan
+    from npulaunch.plan.prepare import Loaded
+    from npulaunch.views.console import Console
 
 EXIT_USAGE = 2
 
@@ -58,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_job_flags(run)
     run.add_argument("--ranks", metavar="IDS", help="show only these ranks' output, e.g. 0,3 (all go to files)")
     run.add_argument("--no-live", action="store_true", help="no live status view, even on a terminal")
+    run.add_argument("--debug", action="store_true",
+                     help="log every decision (spawns, signals, events, teardown) to launcher.log in the job "
+                          "directory (also NPULAUNCH_DEBUG=1)")
     plan = commands.add_parser("plan", help="show what would run: ranks, devices, environment",
                                description="Print the launch plan without starting anything.")
     _add_job_flags(plan)
@@ -116,7 +125,7 @@ def _parse_devices(text: str, flag: str = "--devices", limit: int = 63) -> Tuple
     return ids
 
 
-def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
+def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> "Overrides":
     from npulaunch.config.cluster import ConsoleMode, RankTableMode
     from npulaunch.config.overrides import Overrides
 
@@ -150,13 +159,13 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
 
 
 def _load(args: argparse.Namespace, command: Optional[List[str]], rank_mode: bool = False,
-          starting: bool = False) -> Any:
+          starting: bool = False) -> "Loaded":
     from npulaunch.plan.prepare import load
 
     return load(args.config, _overrides(args, command), args.scheduler, rank_mode, starting)
 
 
-def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> Any:
+def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> "LaunchPlan":
     """Config -> plan, for the commands that only look (plan)."""
     from npulaunch.plan.prepare import planner
 
@@ -177,28 +186,20 @@ def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 
 def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from npulaunch.plan.preflight import check_local
-    from npulaunch.plan.prepare import is_remote, open_fleet, planner
+    from npulaunch.launch.job import check_job
 
     loaded = _load(args, command)
-    fleet = open_fleet(loaded) if is_remote(loaded) and not args.offline else None
-    try:
-        plan = planner(loaded, fleet.facts if fleet else None)(1)
-    finally:
-        if fleet is not None:
-            fleet.close()
-    if plan.is_local_only():
-        check_local(plan, os.environ)
-    for note in plan.notes:
+    checked = check_job(loaded, offline=args.offline)
+    for note in checked.plan.notes:
         print(f"note: {note}")
-    for warning in plan.warnings + tuple(fleet.warnings if fleet else ()):
+    for warning in checked.warnings:
         print(warning)
-    hosts = f"{len(plan.hosts)} host(s)" + (", each checked over SSH" if fleet else "")
-    print(f"ok: {plan.world_size} ranks on {hosts}; nothing was started")
+    hosts = f"{len(checked.plan.hosts)} host(s)" + (", each checked over SSH" if checked.over_ssh else "")
+    print(f"ok: {checked.plan.world_size} ranks on {hosts}; nothing was started")
     return 0
 
 
-def _console(plan: Any, ranks: Optional[set], live: bool) -> Any:
+def _console(plan: "LaunchPlan", ranks: Optional[Set[int]], live: bool) -> "Console":
     """The live view on a terminal (rich is imported only then), plain prefixed lines elsewhere."""
     from npulaunch.config.cluster import ConsoleMode
     from npulaunch.views.console import Console
@@ -211,70 +212,21 @@ def _console(plan: Any, ranks: Optional[set], live: bool) -> Any:
 
 
 def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from npulaunch.plan.preflight import check_local
-    from npulaunch.plan.prepare import is_remote, open_fleet, planner
-    from npulaunch.launch.supervisor import run_with_restarts
+    from npulaunch.launch import debuglog
+    from npulaunch.launch.job import run_job
 
+    if debuglog.wanted(args.debug, os.environ):
+        debuglog.enable()
     loaded = _load(args, command, starting=True)
-    fleet = open_fleet(loaded) if is_remote(loaded) else None
-    try:
-        plan_for = planner(loaded, fleet.facts if fleet else None)
-        plan = plan_for(1)
-        make_agents = None
-        if fleet is None:
-            check_local(plan, os.environ)
-        else:
-            from npulaunch.launch.ssh.fleet import FleetRun
-
-            def make_agents(plan: Any, on_event: Any, on_output: Any) -> Any:
-                return FleetRun(plan, on_event, on_output, fleet)
-
-        shown = set(_parse_devices(args.ranks, "--ranks", 100000)) if args.ranks else None
-        console = _console(plan, shown, live=not args.no_live)
-        for note in plan.notes:
-            console.message(f"note: {note}")
-        for warning in plan.warnings:
-            console.message(warning)
-        return run_with_restarts(plan_for, console, plan.max_restarts, make_agents=make_agents).exit_code
-    finally:
-        if fleet is not None:
-            fleet.close()
+    shown = set(_parse_devices(args.ranks, "--ranks", 100000)) if args.ranks else None
+    return run_job(loaded, lambda plan: _console(plan, shown, live=not args.no_live))
 
 
 def cmd_exec(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     """Rank mode: this process becomes the rank the scheduler made it (exec, nothing in between)."""
-    from npulaunch.host.agent.agent import prepare_rank
-    from npulaunch.host.files import write_once
-    from npulaunch.plan.planjson import render_plan_json
-    from npulaunch.plan.prepare import planner
-    from npulaunch.plan.ranktable import render_rank_table
+    from npulaunch.launch.rankmode import exec_rank
 
-    loaded = _load(args, command, rank_mode=True, starting=True)
-    if loaded.node is None:
-        raise UsageError("npulaunch exec runs as one task of a scheduler's job (srun -n N, mpirun -n N, ...), and "
-                         "no scheduler was found in the environment (or pass --scheduler)")
-    plan = planner(loaded)(1)
-    view = loaded.view
-    spec = plan.ranks[view.rank]
-    if (spec.node_rank, spec.local_rank) != (loaded.node, view.local_rank):
-        raise UsageError(f"{view.kind.value} made this task rank {view.rank}, task {view.local_rank} on node "
-                         f"{loaded.node}; in the plan rank {view.rank} is task {spec.local_rank} on node "
-                         f"{spec.node_rank}: distribute tasks in blocks (srun --distribution=block, mpirun "
-                         "--map-by slot)")
-    os.makedirs(plan.own_dir, 0o700, exist_ok=True)
-    write_once(os.path.join(plan.own_dir, "plan.json"), render_plan_json(plan, {spec.host: dict(os.environ)}))
-    if plan.rank_table is not None and plan.rank_table_path is not None:
-        write_once(plan.rank_table_path, render_rank_table(plan.rank_table))
-    env = prepare_rank(spec, os.environ)
-    os.chdir(spec.cwd)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execvpe(spec.argv[0], list(spec.argv), env)
-    except OSError as exc:
-        sys.stderr.write(f"npulaunch: error: cannot start {spec.argv[0]!r}: {exc.strerror or exc}\n")
-        return 127
-    return 0  # not reached: exec replaced this process
+    return exec_rank(_load(args, command, rank_mode=True, starting=True))
 
 
 def cmd_sbatch(args: argparse.Namespace, command: Optional[List[str]]) -> int:
@@ -300,12 +252,14 @@ def cmd_sbatch(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 
 def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:
+    from npulaunch.config.catalog import EnvVarSpec, OptionSpec
     from npulaunch.config.catalog.envvars import ENV_VARS
     from npulaunch.config.catalog.options import OPTIONS
-    from npulaunch.views.catalogview import render_entry, render_json, render_table, select
     from npulaunch.config.checker import did_you_mean
+    from npulaunch.views.catalogview import render_entry, render_json, render_table, select
 
-    specs: Sequence[Any] = ENV_VARS if args.command == "env-vars" or getattr(args, "env", False) else OPTIONS
+    wants_env = args.command == "env-vars" or getattr(args, "env", False)
+    specs: Sequence[Union[OptionSpec, EnvVarSpec]] = ENV_VARS if wants_env else OPTIONS
     if args.name:
         found = [s for s in specs if s.name == args.name]
         if not found:
@@ -322,11 +276,13 @@ def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 
 def cmd_view(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from npulaunch.views.jobview import report_text, status_text, stop_job
+    from npulaunch.views.jobview import report_text, status_text
 
     if not os.path.isdir(args.job_dir):
         raise UsageError(f"no job directory {args.job_dir}")
     if args.command == "stop":
+        from npulaunch.launch.control import stop_job
+
         print(stop_job(args.job_dir))
         return 0
     sys.stdout.write(status_text(args.job_dir) if args.command == "status" else report_text(args.job_dir, args.json))

@@ -294,6 +294,8 @@ class SlurmCluster:
     def _write_conf(self) -> None:
         r, ports = self.root, self.node_ports
         node_ports = f"[{ports[0]}-{ports[-1]}]" if self.nodes > 1 else str(ports[0])
+        nodes = (f"NodeName=n[1-{self.nodes}] NodeHostname={self.hostname} NodeAddr=127.0.0.1 Port={node_ports} "
+                 f"CPUs={self.cpus} State=UNKNOWN")
         self.conf.write_text(f"""\
 {CONF_HEADER}: a throwaway cluster on this host, loopback only
 ClusterName=npltest
@@ -332,7 +334,7 @@ InactiveLimit=0
 MinJobAge=4
 KillWait=2
 MailProg=/bin/true
-{self._listen_parameters()}NodeName=n[1-{self.nodes}] NodeHostname={self.hostname} NodeAddr=127.0.0.1 Port={node_ports} CPUs={self.cpus} State=UNKNOWN
+{self._listen_parameters()}{nodes}
 PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """)
 

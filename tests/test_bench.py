@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, base_env, require
+from helpers import ROOT, base_env, require
 
 
 def test_every_benchmark_runs_in_smoke_mode(tmp_path: Path) -> None:

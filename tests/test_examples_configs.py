@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, job_dirs, run_cli
+from helpers import ROOT, base_env, job_dirs, npulaunch_argv, run_cli
 
 # world size of every shipped YAML; a new file must be added here (see the test below)
 WORLD_SIZES = {
@@ -133,8 +133,6 @@ def test_the_volcano_manifest_runs_npulaunch_in_node_mode() -> None:
 
 def test_plan_json_to_a_reader_that_stops_early_is_quiet(tmp_path: Path) -> None:
     import subprocess
-
-    from conftest import base_env, npulaunch_argv
 
     config = tmp_path / "big.yaml"  # about 2 MB of plan: far more than a pipe holds
     config.write_text("job:\n  command: [python3, t.py]\nrank_table: none\nhosts:\n"

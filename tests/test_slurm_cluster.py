@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import List
 
-from conftest import marked_pids, mpirun_argv, require, wait_until
+from helpers import marked_pids, mpirun_argv, require, wait_until
 
 PRINT_SLURM_ENV = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in ('SLURM_PROCID', "
                    "'SLURM_LOCALID', 'SLURM_NODEID', 'SLURMD_NODENAME', 'SLURM_JOB_NODELIST', "

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import ROOT, require
+from helpers import ROOT, require
 
 
 def test_the_package_type_checks() -> None:

@@ -6,13 +6,27 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from npulaunch.config.checker import Checker, describe, did_you_mean
 from npulaunch.host.errors import YamlPath
-from npulaunch.plan.rankenv import env_problems
 
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Set by npulaunch for every rank; the YAML's env may not set them (it would break the job).
+RANK_VARIABLES = ("RANK_ID", "RANK_SIZE", "DEVICE_ID", "ASCEND_DEVICE_ID", "JOB_ID", "RANK_TABLE_FILE",
+                  "ASCEND_PROCESS_LOG_PATH")
+NPULAUNCH_PREFIX = "NPULAUNCH_"
+
+
+def env_problems(yaml_env: Mapping[str, Optional[str]]) -> List[Tuple[str, str, str, str]]:
+    """Problems with the user's env: ``(name, found, allowed, hint)`` for each."""
+    problems = []
+    for name in yaml_env:
+        if name in RANK_VARIABLES or name.startswith(NPULAUNCH_PREFIX):
+            hint = "use job.id (or --job-id)" if name == "JOB_ID" else "npulaunch sets it for every rank"
+            problems.append((name, f"{name} in env", "variables other than " + ", ".join(RANK_VARIABLES)
+                             + " and NPULAUNCH_*", hint))
+    return problems
 
 
 def parse_env(check: Checker, value: Any) -> Dict[str, Optional[str]]:

@@ -6,12 +6,20 @@ when printed first on a faster host). Pure: events and results in, a RootCause o
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from npulaunch.host.agent.agent import RankResult, RankState
-from npulaunch.host.events import Event, EventKind
+from npulaunch.host.events import Event, EventKind, signature_label
+from npulaunch.host.records import RankResult, RankState
 from npulaunch.host.signatures import CAUSE, SYMPTOM
+
+
+@dataclass(frozen=True)
+class RankGroup:
+    """Other ranks that ended the same way, e.g. ranks 0-2: ``EI0002, waiting on rank 5``."""
+
+    ranks: Tuple[int, ...]
+    what: str
 
 
 @dataclass(frozen=True)
@@ -24,14 +32,21 @@ class RootCause:
     time: Optional[float]
     time_source: str  # "plog timestamp", "read time", "exit"
     first_line: str
-    excerpt: List[str]
+    excerpt: Tuple[str, ...]
     hint: str
     retryable: bool
     why: str
-    others: List[Dict[str, Any]] = field(default_factory=list)  # [{"ranks": [...], "what": "..."}]
+    others: Tuple[RankGroup, ...] = ()
 
-    def to_dict(self) -> Dict[str, Any]:
-        return dict(self.__dict__)
+    @property
+    def label(self) -> str:
+        return failure_label(self.code, self.cls)
+
+
+def failure_label(code: str, cls: str) -> str:
+    """How a failure is named in one word: its code (``EZ9999``, ``SIGSEGV``, ``exit 3``), else its
+    class (``hang``)."""
+    return code or cls
 
 
 def _clock_text(epoch: Optional[float]) -> str:
@@ -78,20 +93,20 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
     result = by_rank[rank]
     waiting = sorted(r for r, e in first.items() if e.data.get("signature_kind") == SYMPTOM and r != rank)
     if waiting and candidates:
-        codes = sorted({first[r].data.get("code") or first[r].data["signature"] for r in waiting})
+        codes = sorted({signature_label(first[r].data) for r in waiting})
         why += f"; {ranks_word(waiting)} reported {', '.join(codes)} (symptoms of waiting), "
         why += "whatever the order they were printed in"
     if event is None:
         return RootCause(rank, result.host, result.device_id, "signal" if result.signal else "exit",
-                         result.signal or f"exit {result.exit_code}", result.end_time, "exit", _exit_text(result), [],
+                         result.signal or f"exit {result.exit_code}", result.end_time, "exit", _exit_text(result), (),
                          "see the rank's log", False, why + f" (rank {rank} {_exit_text(result)} at "
                          f"{_clock_text(result.end_time)})", _others(results, first, rank))
     data = event.data
-    return RootCause(rank, result.host, result.device_id, data["cls"], data.get("code") or data["signature"],
+    return RootCause(rank, result.host, result.device_id, data["cls"], signature_label(data),
                      data["line_time"], data["line_time_source"], data["line"],
-                     data.get("context", []) + [data["line"]] + data.get("after", []),
+                     tuple(data.get("context", [])) + (data["line"],) + tuple(data.get("after", [])),
                      data["hint"], bool(data.get("retryable")),
-                     why + f" (rank {rank}: {data.get('code') or data['signature']} at "
+                     why + f" (rank {rank}: {signature_label(data)} at "
                      f"{_clock_text(data['line_time'])}, {data['line_time_source']}, in {data['source']})",
                      _others(results, first, rank))
 
@@ -104,28 +119,28 @@ def _hang_cause(by_rank: Dict[int, RankResult], hang: Event, first: Dict[int, Ev
         f"{ranks_word(sorted(silent))} stopped printing"
     why = (f"no rank failed or reported an error; {scope} ({hang.data.get('phase')} phase, limit "
            f"{hang.data.get('limit_s')} s); rank {rank} has been silent longest ({silent.get(rank, 0):.1f} s)")
-    return RootCause(rank, result.host, result.device_id, "hang", "", hang.time, "watchdog", "", [],
+    return RootCause(rank, result.host, result.device_id, "hang", "", hang.time, "watchdog", "", (),
                      "the job made no progress: look at the last lines and stack dumps of the silent ranks; "
                      "monitor.hang_timeout_s sets the limit", False, why,
                      _others(list(by_rank.values()), first, rank))
 
 
-def _others(results: Sequence[RankResult], first: Dict[int, Event], root: int) -> List[Dict[str, Any]]:
+def _others(results: Sequence[RankResult], first: Dict[int, Event], root: int) -> Tuple[RankGroup, ...]:
     groups: Dict[str, List[int]] = {}
     for result in results:
         if result.rank == root:
             continue
         event = first.get(result.rank)
         if event is not None and event.data.get("signature_kind") == SYMPTOM:
-            what = f"{event.data.get('code') or event.data['signature']}, waiting on rank {root}"
+            what = f"{signature_label(event.data)}, waiting on rank {root}"
         elif event is not None:
-            what = f"{event.data.get('code') or event.data['signature']} ({event.data['cls']})"
+            what = f"{signature_label(event.data)} ({event.data['cls']})"
         elif result.state is RankState.STOPPED:
             what = "stopped by npulaunch"
         else:
             what = result.state.value
         groups.setdefault(what, []).append(result.rank)
-    return [{"ranks": ranks, "what": what} for what, ranks in sorted(groups.items(), key=lambda g: g[1][0])]
+    return tuple(RankGroup(tuple(ranks), what) for what, ranks in sorted(groups.items(), key=lambda g: g[1][0]))
 
 
 def ranks_word(ranks: Sequence[int]) -> str:

@@ -73,3 +73,9 @@ class PlanError(NpulaunchError):
     (device discovery failed, the job directory exists, the command is missing, ...)."""
 
     exit_code = 2
+
+
+class SchedulerError(NpulaunchError):
+    """The scheduler's environment is incomplete or contradicts itself; nothing was started."""
+
+    exit_code = 2

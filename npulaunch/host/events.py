@@ -10,7 +10,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 
 
 class EventKind(str, Enum):
@@ -29,6 +29,12 @@ class EventKind(str, Enum):
     AGENT_LOST = "agent_lost"
     PREFLIGHT_WARNING = "preflight_warning"
     JOB_FINISHED = "job_finished"
+
+
+def signature_label(data: Mapping[str, Any]) -> str:
+    """What a signature_matched event's data is called wherever it is shown: its CANN error code
+    (``EZ9999``), or the signature's own name when it has none (a job's pattern, ``nan-loss``)."""
+    return str(data.get("code") or data["signature"])
 
 
 @dataclass(frozen=True)

@@ -1,41 +1,40 @@
-"""The job directory, written: created private, with plan.json, the rank table, launcher.json and
-summary.json / failure.json. The supervisor calls these; it never builds a path itself.
+"""The job directory, written: created private, with plan.json, the rank table, launcher.json,
+each attempt's directory and events.jsonl, and summary.json / failure.json. Every path comes from
+the plan's JobLayout; the supervisor calls these and never builds a path itself.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Mapping
+from typing import IO, Mapping
 
+from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.errors import PlanError
 from npulaunch.host.files import write_once, write_private
 from npulaunch.plan.build import LaunchPlan
-from npulaunch.plan.ranktable import render_rank_table
+from npulaunch.plan.layout import JobLayout
 from npulaunch.plan.planjson import render_plan_json
-
-PLAN_FILENAME = "plan.json"
-EVENTS_FILENAME = "events.jsonl"
-SUMMARY_FILENAME = "summary.json"
-FAILURE_FILENAME = "failure.json"
+from npulaunch.plan.ranktable import render_rank_table
 
 
 def prepare_job_dir(plan: LaunchPlan, inherited: Mapping[str, str]) -> None:
     """Create ``<log_dir>/<job_id>/`` (mode 0700) with plan.json and the rank table. Under a
     scheduler every node does this in a job directory the nodes may share: the node's own
     directory in it must be new, the rank table is written once, whole, by whichever node is first."""
-    os.makedirs(os.path.dirname(plan.job_dir), exist_ok=True)
-    own = plan.own_dir
+    layout = plan.layout
+    os.makedirs(os.path.dirname(layout.job_dir), exist_ok=True)
+    own = layout.own_dir
     try:
         if plan.node is not None:
-            os.makedirs(plan.job_dir, 0o700, exist_ok=True)
+            os.makedirs(layout.job_dir, 0o700, exist_ok=True)
         os.mkdir(own, 0o700)
     except FileExistsError:
         raise PlanError(f"job directory {own} already exists: choose another --job-id") from None
     except OSError as exc:
         raise PlanError(f"cannot create job directory {own}: {exc.strerror}") from None
     os.chmod(own, 0o700)  # whatever the umask
-    write_private(os.path.join(own, PLAN_FILENAME), render_plan_json(plan, {host: inherited for host in plan.hosts}))
+    write_private(layout.plan_path, render_plan_json(plan, {host: inherited for host in plan.hosts}))
     if plan.rank_table is not None and plan.rank_table_path is not None:
         if plan.node is None:
             write_private(plan.rank_table_path, render_rank_table(plan.rank_table))
@@ -43,19 +42,43 @@ def prepare_job_dir(plan: LaunchPlan, inherited: Mapping[str, str]) -> None:
             write_once(plan.rank_table_path, render_rank_table(plan.rank_table))
 
 
-LAUNCHER_FILENAME = "launcher.json"  # who is running the job: for npulaunch stop
+def prepare_attempt_dir(plan: LaunchPlan, inherited: Mapping[str, str]) -> None:
+    """With restarts: the attempt's own directory (new, mode 0700) with the attempt's plan.json.
+    Without, nothing: the attempt's files go in the job directory itself."""
+    layout = plan.layout
+    if layout.attempt:
+        os.mkdir(layout.attempt_dir, 0o700)
+        write_private(layout.attempt_plan_path, render_plan_json(plan, {host: inherited for host in plan.hosts}))
 
 
-def write_launcher(job_dir: str) -> None:
-    """Record this launcher (pid and start time, so a reused pid is never mistaken for it)."""
+def open_events(layout: JobLayout) -> IO[str]:
+    """The attempt's events.jsonl, to append to (mode 0600; line-buffered: readers see whole lines)."""
+    fd = os.open(layout.events_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+
+
+def write_launcher(layout: JobLayout) -> None:
+    """Record this launcher in launcher.json (pid and start time, so a reused pid is never mistaken
+    for it): what ``npulaunch stop`` signals."""
     from npulaunch.host.agent.procs import start_ticks
 
-    write_private(os.path.join(job_dir, LAUNCHER_FILENAME),
-                  json.dumps({"pid": os.getpid(), "start_ticks": start_ticks(os.getpid())}) + "\n")
+    record = {"pid": os.getpid(), "start_ticks": start_ticks(os.getpid())}
+    write_private(layout.launcher_path, json.dumps(record) + "\n")
 
 
-def write_summary(directory: str, summary: Dict[str, Any]) -> None:
-    """summary.json, and failure.json when there is a root cause."""
-    write_private(os.path.join(directory, SUMMARY_FILENAME), json.dumps(summary, indent=2) + "\n")
-    if summary["root_cause"] is not None:
-        write_private(os.path.join(directory, FAILURE_FILENAME), json.dumps(summary["root_cause"], indent=2) + "\n")
+def write_summary(layout: JobLayout, summary: JobSummary) -> None:
+    """The job's summary.json (with restarts: the last attempt's, listing every attempt), and
+    failure.json when there is a root cause."""
+    _write(layout.summary_path, layout.failure_path, summary)
+
+
+def write_attempt_summary(layout: JobLayout, summary: JobSummary) -> None:
+    """One attempt's summary.json and failure.json, in its own directory (without restarts: the
+    job's, until write_summary writes them again with the attempts listed)."""
+    _write(layout.attempt_summary_path, layout.attempt_failure_path, summary)
+
+
+def _write(summary_path: str, failure_path: str, summary: JobSummary) -> None:
+    write_private(summary_path, json.dumps(summary.to_json(), indent=2) + "\n")
+    if summary.root_cause is not None:
+        write_private(failure_path, json.dumps(summary.root_cause.to_json(), indent=2) + "\n")

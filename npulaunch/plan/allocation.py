@@ -14,7 +14,8 @@ from typing import Callable, List, Sequence, Tuple
 
 from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, HostConfig, RankTableMode
 from npulaunch.host.errors import ConfigError
-from npulaunch.plan.scheduler import SchedulerError, SchedulerView
+from npulaunch.host.errors import SchedulerError
+from npulaunch.plan.scheduler import SchedulerView
 
 
 def scheduler_config(config: ClusterConfig, view: SchedulerView, local_devices: Callable[[], Sequence[int]],

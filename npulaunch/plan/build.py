@@ -7,7 +7,6 @@ in as data-returning callables; nothing here spawns ranks or writes files.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -22,9 +21,10 @@ from npulaunch.config.cluster import (
 )
 from npulaunch.host.discovery import USABLE_HEALTH
 from npulaunch.host.errors import ConfigError, ConfigProblem, PlanError
-from npulaunch.plan.rankenv import RankContext, build_rank_env
-from npulaunch.plan.ranktable import RANK_TABLE_FILENAME, build_rank_table, rank_table_problems
 from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, HostPlan, RankSpec
+from npulaunch.plan.layout import JobLayout
+from npulaunch.plan.rankenv import RankContext, build_rank_env
+from npulaunch.plan.ranktable import build_rank_table, rank_table_problems
 
 LOCAL_HOST_NAMES = ("localhost", "127.0.0.1", "::1")
 PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"
@@ -73,10 +73,15 @@ class LaunchPlan:
     node: Optional[int] = None  # under a scheduler (node mode): this node's index; only its ranks run here
 
     @property
+    def layout(self) -> JobLayout:
+        """Where every file of this attempt goes, as this launcher (this node) sees the job directory."""
+        return JobLayout(self.job_dir, self.node, self.attempt)
+
+    @property
     def attempt_dir(self) -> str:
         """Where this attempt's ranks, events and summary go: the job directory itself without
         restarts; under a scheduler, each node's own directory in it (nodes may share the file system)."""
-        return attempt_dir(self.job_dir, self.attempt, self.node)
+        return self.layout.attempt_dir
 
     def host_plan(self, node_rank: int) -> HostPlan:
         """The share of one host's agent."""
@@ -90,11 +95,9 @@ class LaunchPlan:
 
     def log_paths(self, spec: RankSpec) -> Tuple[str, str]:
         """Where the launcher finds a rank's stdout and stderr: its own files for a local rank, the
-        copies gathered from the agent's stream for a remote one."""
-        if spec.host in self.local_names:
-            return spec.stdout_path, spec.stderr_path
-        gathered = os.path.join(self.attempt_dir, f"rank-{spec.rank}")
-        return os.path.join(gathered, "stdout.log"), os.path.join(gathered, "stderr.log")
+        copies gathered from the agent's stream for a remote one (both in the attempt's rank-N/)."""
+        paths = self.layout.rank_paths(spec.rank)
+        return paths.stdout, paths.stderr
 
     def is_local_only(self) -> bool:
         return all(host in self.local_names for host in self.hosts)
@@ -102,7 +105,7 @@ class LaunchPlan:
     @property
     def own_dir(self) -> str:
         """This launcher's part of the job directory: all of it, or this node's directory in it."""
-        return attempt_dir(self.job_dir, 0, self.node)
+        return self.layout.own_dir
 
     @property
     def this_host_plan(self) -> HostPlan:
@@ -110,16 +113,11 @@ class LaunchPlan:
         return self.host_plan(self.node or 0)
 
 
-def attempt_dir(job_dir: str, attempt: int, node: Optional[int]) -> str:
-    here = job_dir if node is None else os.path.join(job_dir, f"node-{node}")
-    return here if attempt == 0 else os.path.join(here, f"attempt-{attempt}")
-
-
 def default_job_id(name: str, now: float, exists: Callable[[str], bool], log_dir: str) -> str:
     """``<name>-<YYYYmmdd-HHMMSS>``, with ``-2``, ``-3``... when that job directory already exists."""
     base = f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}"
     candidate, suffix = base, 1
-    while exists(os.path.join(log_dir, candidate)):
+    while exists(JobLayout.under(log_dir, candidate).job_dir):
         suffix += 1
         candidate = f"{base}-{suffix}"
     return candidate
@@ -143,10 +141,11 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
     ips_by_host = [_resolve_ips(host, devices, discovery, sources, index)
                    for index, (host, devices) in enumerate(zip(config.hosts, devices_by_host))]
 
-    job_dir = os.path.join(config.job.log_dir, job_id)
+    layout = JobLayout.under(config.job.log_dir, job_id, node, attempt)
+    job_dir = layout.job_dir
     unprobed = discovery.remote is None and any(ips is None and host.host not in discovery.local_names
                                                 for host, ips in zip(config.hosts, ips_by_host))
-    table, table_path = _decide_rank_table(config, devices_by_host, ips_by_host, job_dir, notes, unprobed)
+    table, table_path = _decide_rank_table(config, devices_by_host, ips_by_host, layout, notes, unprobed)
     world_size = sum(len(devices) for devices in devices_by_host)
     warnings: List[str] = []
     if config.session_options or config.env or config.warnings:  # the catalog costs ~15 ms to import
@@ -156,7 +155,7 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
         if errors:
             raise ConfigError(errors)
     tf_configs = _cpu_fallback(config, devices_by_host, discovery, notes, warnings) if config.cpu_fallback else []
-    job = _Job(config, job_id, job_uuid, job_dir, table_path, world_size, attempt, attempt_dir(job_dir, attempt, node))
+    job = _Job(config, job_id, job_uuid, layout, table_path, world_size)
     ranks: List[RankSpec] = []
     for node_rank, (host, devices) in enumerate(zip(config.hosts, devices_by_host)):
         for local_rank, device_id in enumerate(devices):
@@ -243,11 +242,9 @@ class _Job:
     config: ClusterConfig
     job_id: str
     job_uuid: str
-    job_dir: str
+    layout: JobLayout  # of this attempt
     table_path: Optional[str]
     world_size: int
-    attempt: int
-    attempt_dir: str
 
 
 @dataclass(frozen=True)
@@ -266,8 +263,7 @@ class _Slot:
 def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
     config = job.config
     # a remote host keeps its own copy under hosts/<host>/; the launcher gathers rank-N/ (log_paths)
-    rank_dir = os.path.join(job.attempt_dir, *(() if slot.local else ("hosts", slot.host)), f"rank-{slot.rank}")
-    plog_dir = os.path.join(rank_dir, "ascend")
+    paths = job.layout.rank_paths(slot.rank, None if slot.local else slot.host)
     options: Dict[str, Any] = {}
     if config.session_options:
         from npulaunch.plan.rankoptions import options_for_rank
@@ -280,11 +276,12 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
         options["local_device_list"] = ",".join(str(d) for d in slot.host_devices)
     ctx = RankContext(rank=slot.rank, local_rank=slot.local_rank, world_size=job.world_size,
                       local_world_size=len(slot.host_devices), node_rank=slot.node_rank, host=slot.host,
-                      device_id=slot.device_id, job_id=job.job_id, job_uuid=job.job_uuid, job_dir=job.job_dir,
-                      rank_dir=rank_dir, plog_dir=plog_dir, rank_table_path=job.table_path, session_options=options)
+                      device_id=slot.device_id, job_id=job.job_id, job_uuid=job.job_uuid, job_dir=job.layout.job_dir,
+                      rank_dir=paths.dir, plog_dir=paths.plog_dir, rank_table_path=job.table_path,
+                      session_options=options)
     env, unset, env_sources = build_rank_env(ctx, config.env)
     env[PRECEDENCE_VAR], env_sources[PRECEDENCE_VAR] = config.session_precedence.value, "launcher"
-    env[ATTEMPT_VAR], env_sources[ATTEMPT_VAR] = str(max(job.attempt, 1)), "launcher"
+    env[ATTEMPT_VAR], env_sources[ATTEMPT_VAR] = str(max(job.layout.attempt, 1)), "launcher"
     for name, value in extra_env.items():
         env[name], env_sources[name] = value, "launcher (cpu_fallback)"
     inject = INJECT_DIR if slot.local else INJECTION_TOKEN
@@ -292,8 +289,8 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
     return RankSpec(rank=slot.rank, local_rank=slot.local_rank, world_size=job.world_size, host=slot.host,
                     node_rank=slot.node_rank, device_id=slot.device_id, argv=config.job.command,
                     cwd=config.job.workdir, env=env, env_unset=unset, env_sources=env_sources,
-                    session_options=options, rank_dir=rank_dir, stdout_path=os.path.join(rank_dir, "stdout.log"),
-                    stderr_path=os.path.join(rank_dir, "stderr.log"), plog_dir=plog_dir, env_prepend=prepend)
+                    session_options=options, rank_dir=paths.dir, stdout_path=paths.stdout, stderr_path=paths.stderr,
+                    plog_dir=paths.plog_dir, env_prepend=prepend)
 
 
 def _resolve_devices(config: ClusterConfig, index: int, host: HostConfig, discovery: Discovery,
@@ -355,7 +352,7 @@ def _resolve_ips(host: HostConfig, devices: Tuple[int, ...], discovery: Discover
 
 
 def _decide_rank_table(config: ClusterConfig, devices_by_host: Sequence[Tuple[int, ...]],
-                       ips_by_host: Sequence[Optional[Tuple[str, ...]]], job_dir: str,
+                       ips_by_host: Sequence[Optional[Tuple[str, ...]]], layout: JobLayout,
                        notes: List[str], unprobed: bool = False) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
     """The HCCL rank table and its path. ``unprobed``: remote hosts' device IPs are read by their
     preflight when the job starts, so the plan alone shows where the table goes, not what it holds."""
@@ -367,7 +364,7 @@ def _decide_rank_table(config: ClusterConfig, devices_by_host: Sequence[Tuple[in
     if missing and unprobed:
         notes.append(f"rank table: the device IPs of {', '.join(missing)} are read with hccn_tool on each host "
                      "when the job starts")
-        return None, os.path.join(job_dir, RANK_TABLE_FILENAME)
+        return None, layout.rank_table_path
     if missing:
         if mode is RankTableMode.REQUIRED or len(config.hosts) > 1:
             why = "rank_table: required" if mode is RankTableMode.REQUIRED else "a job on several hosts"
@@ -391,4 +388,4 @@ def _decide_rank_table(config: ClusterConfig, devices_by_host: Sequence[Tuple[in
     problems = rank_table_problems(table)
     if problems:
         raise PlanError("the rank table would be invalid: " + "; ".join(problems))
-    return table, os.path.join(job_dir, RANK_TABLE_FILENAME)
+    return table, layout.rank_table_path

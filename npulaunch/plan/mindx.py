@@ -11,7 +11,9 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import ClusterConfig, HostConfig
-from npulaunch.plan.scheduler import SchedulerError, SchedulerView, invalid_value
+from npulaunch.host.errors import SchedulerError
+from npulaunch.plan.hostlist import invalid_value
+from npulaunch.plan.scheduler import SchedulerView
 
 POLL_INTERVAL_S = 0.5
 

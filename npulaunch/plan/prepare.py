@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Tuple
 
-from npulaunch.host.errors import UsageError
 from npulaunch.config.overrides import Overrides
+from npulaunch.host.errors import UsageError
+
+if TYPE_CHECKING:  # imported by the functions that use them: a plain run never loads the scheduler module
+    from npulaunch.config.cluster import ClusterConfig
+    from npulaunch.plan.build import LaunchPlan
+    from npulaunch.plan.layout import JobLayout
+    from npulaunch.plan.scheduler import SchedulerView
 
 # Any of these in the environment may mean a scheduler started npulaunch (scheduler.detect's
 # automatic detection looks for the same ones first; a test keeps the two in step).
@@ -23,12 +29,12 @@ SCHEDULER_MARKERS = ("SLURM_JOB_ID", "SLURM_JOBID", "OMPI_COMM_WORLD_RANK", "PMI
 class Loaded:
     """A config ready to plan: overrides applied and, under a scheduler, the allocation's hosts."""
 
-    config: Any
+    config: "ClusterConfig"
     job_id: str
     job_id_source: str
     node: Optional[int] = None  # under a scheduler: this node's index
     local_names: Tuple[str, ...] = ()
-    view: Any = None  # the scheduler's view (scheduler.SchedulerView); None without a scheduler
+    view: "Optional[SchedulerView]" = None  # None without a scheduler
 
 
 def load(config_path: Optional[str], overrides: Overrides, scheduler: str = "auto", rank_mode: bool = False,
@@ -73,21 +79,23 @@ def load(config_path: Optional[str], overrides: Overrides, scheduler: str = "aut
     else:
         job_id = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
         source = "default (job.name and the time)"
-    if starting and node is not None and _exchange_needed(config, node):
-        config = _exchange_device_ips(config, node, os.path.join(config.job.log_dir, job_id), view)
+    if starting and node is not None and view is not None and _exchange_needed(config, node):
+        from npulaunch.plan.layout import JobLayout
+
+        config = _exchange_device_ips(config, node, JobLayout.under(config.job.log_dir, job_id, node), view)
     return Loaded(config, job_id, source, node, local_names, view)
 
 
 RANK_TABLE_WAIT_S = 600.0  # how long the MindX operator may take to fill in its rank table
 
 
-def _exchange_needed(config: Any, node: int) -> bool:
+def _exchange_needed(config: "ClusterConfig", node: int) -> bool:
     from npulaunch.plan.allocation import exchange_needed
 
     return exchange_needed(config, node)
 
 
-def _mindx(config: Any, view: Any, path: str) -> Tuple[Any, Any]:
+def _mindx(config: "ClusterConfig", view: "SchedulerView", path: str) -> "Tuple[ClusterConfig, SchedulerView]":
     """Under Volcano / Kubernetes with Ascend's MindX operator: wait until the rank table it mounts
     is complete, then take the job's hosts, devices and device IPs from it."""
     import socket
@@ -107,7 +115,8 @@ def _mindx(config: Any, view: Any, path: str) -> Tuple[Any, Any]:
 RENDEZVOUS_TIMEOUT_S = 600.0  # nodes of one allocation start within seconds; 10 min covers slow file systems
 
 
-def _exchange_device_ips(config: Any, node: int, job_dir: str, view: Any) -> Any:
+def _exchange_device_ips(config: "ClusterConfig", node: int, layout: "JobLayout",
+                         view: "SchedulerView") -> "ClusterConfig":
     """Every node reads its own NPUs' addresses and they swap them through the job directory."""
     from dataclasses import replace
 
@@ -115,21 +124,23 @@ def _exchange_device_ips(config: Any, node: int, job_dir: str, view: Any) -> Any
     from npulaunch.plan.rendezvous import exchange
 
     me = config.hosts[node]
+    assert isinstance(me.devices, tuple), "the allocation's config lists every node's devices"
     ips = me.device_ips if me.device_ips is not None else discover_device_ips(me.devices)
     epoch = "/".join(v for k, v in sorted(view.sources.items()) if k in ("job_id", "hosts"))
     timeout = float(os.environ.get("NPULAUNCH_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S))
-    records = exchange(os.path.join(job_dir, "rendezvous"), node, len(config.hosts),
+    records = exchange(layout, node, len(config.hosts),
                        {"host": me.host, "device_ips": list(ips) if ips else None}, timeout, epoch)
     hosts = tuple(replace(h, device_ips=tuple(r["device_ips"])) if h.device_ips is None and r["device_ips"] else h
                   for h, r in zip(config.hosts, records))
     sources = dict(config.sources)
     for index, (before, after) in enumerate(zip(config.hosts, hosts)):
         if before.device_ips is None and after.device_ips is not None:
-            sources[f"hosts[{index}].device_ips"] = f"hccn_tool on {after.host}, exchanged in {job_dir}/rendezvous"
+            sources[f"hosts[{index}].device_ips"] = f"hccn_tool on {after.host}, exchanged in {layout.rendezvous_dir}"
     return replace(config, hosts=hosts, sources=sources)
 
 
-def _allocated(config: Any, view: Any, rank_mode: bool) -> Tuple[Any, int, Any]:
+def _allocated(config: "ClusterConfig", view: "SchedulerView",
+               rank_mode: bool) -> "Tuple[ClusterConfig, int, SchedulerView]":
     """The config on the scheduler's nodes, refusing the ways of starting npulaunch that would run
     ranks twice or on one node only."""
     from npulaunch.host.discovery import discover_usable_devices
@@ -150,7 +161,7 @@ def _allocated(config: Any, view: Any, rank_mode: bool) -> Tuple[Any, int, Any]:
     return scheduler_config(config, view, discover_usable_devices, rank_mode) + (view,)
 
 
-def planner(loaded: Loaded, remote: Any = None) -> Callable[[int], Any]:
+def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = None) -> "Callable[[int], LaunchPlan]":
     """attempt -> plan (a restarted job is planned again: fresh ports, its own directory).
     ``remote``: what the remote hosts' preflight found (their NPUs and device IPs)."""
     import shutil
@@ -167,9 +178,9 @@ def planner(loaded: Loaded, remote: Any = None) -> Callable[[int], Any]:
                           free_ports=free_loopback_ports, npu_present=lambda: shutil.which("npu-smi") is not None,
                           remote=remote, local_names=loaded.local_names)
     restarted = config.job.max_restarts > 0
-    first: List[Any] = []  # attempt 1 is planned once, whoever asks first
+    first: "List[LaunchPlan]" = []  # attempt 1 is planned once, whoever asks first
 
-    def plan_for(attempt: int) -> Any:
+    def plan_for(attempt: int) -> "LaunchPlan":
         if attempt > 1:
             return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source,
                               attempt=attempt, node=loaded.node)
@@ -184,32 +195,3 @@ def planner(loaded: Loaded, remote: Any = None) -> Callable[[int], Any]:
 def is_remote(loaded: Loaded) -> bool:
     """Whether npulaunch starts ranks on other hosts itself, over SSH (not under a scheduler)."""
     return loaded.node is None and any(host.host not in loaded.local_names for host in loaded.config.hosts)
-
-
-def open_fleet(loaded: Loaded) -> Any:
-    """Connect to every host, ship the agent and run the preflight probe there (Fabric is
-    imported only now). Raises BackendError, listing every host's problem, if any host fails.
-    What can be checked offline is checked first: a plan without the hosts' facts (unless a
-    remote host's devices are only known from its npu-smi), so a bad config never waits on SSH."""
-    from npulaunch.config.cluster import ALL_DEVICES
-
-    config = loaded.config
-    if not any(h.devices == ALL_DEVICES and h.host not in loaded.local_names for h in config.hosts):
-        planner(loaded)(1)
-
-    from npulaunch.launch.ssh.fleet import Fleet
-    from npulaunch.plan.remotecheck import probe_asks
-    from npulaunch.launch.ssh.channel import SshTarget
-
-    ssh = config.ssh
-    targets = {}
-    for host in config.hosts:
-        login = dict(ssh, **host.ssh)
-        paths = {key: os.path.expanduser(login[key]) if login.get(key) else None
-                 for key in ("identity_file", "known_hosts", "config")}
-        targets[host.host] = SshTarget(host.host, user=login.get("user"), port=login.get("port"),
-                                       identity_file=paths["identity_file"], known_hosts=paths["known_hosts"],
-                                       ssh_config=paths["config"],
-                                       accept_unknown_hosts=bool(login.get("accept_unknown_hosts", False)),
-                                       connect_timeout_s=float(login.get("connect_timeout_s", 10.0)))
-    return Fleet(targets, parallel=int(ssh.get("parallel", 32))).open(probe_asks(config, loaded.job_id))

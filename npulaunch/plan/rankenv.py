@@ -13,10 +13,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-# Set by npulaunch for every rank; the YAML's env may not set them (it would break the job).
-RANK_VARIABLES = ("RANK_ID", "RANK_SIZE", "DEVICE_ID", "ASCEND_DEVICE_ID", "JOB_ID", "RANK_TABLE_FILE",
-                  "ASCEND_PROCESS_LOG_PATH")
-NPULAUNCH_PREFIX = "NPULAUNCH_"
 SESSION_OPTIONS_VAR = "NPULAUNCH_SESSION_OPTIONS"
 JOB_UUID_VAR = "NPULAUNCH_JOB_UUID"
 
@@ -91,17 +87,6 @@ def build_rank_env(ctx: RankContext, yaml_env: Mapping[str, Optional[str]],
     for name, value in launcher.items():
         env[name], sources[name] = value, "launcher"
     return env, tuple(unset), sources
-
-
-def env_problems(yaml_env: Mapping[str, Optional[str]]) -> List[Tuple[str, str, str, str]]:
-    """Problems with the user's env: ``(name, found, allowed, hint)`` for each."""
-    problems = []
-    for name in yaml_env:
-        if name in RANK_VARIABLES or name.startswith(NPULAUNCH_PREFIX):
-            hint = "use job.id (or --job-id)" if name == "JOB_ID" else "npulaunch sets it for every rank"
-            problems.append((name, f"{name} in env", "variables other than " + ", ".join(RANK_VARIABLES)
-                             + " and NPULAUNCH_*", hint))
-    return problems
 
 
 @functools.lru_cache(maxsize=4096)  # the same few dozen names, once per rank: 160,000 calls for 8,192 ranks

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Sequence, Tuple
 
-RANK_TABLE_FILENAME = "rank_table.json"
-
 
 def build_rank_table(servers: Sequence[Tuple[str, Sequence[Tuple[int, str, int]]]]) -> Dict[str, Any]:
     """``servers``: ``(server_id, [(device_id, device_ip, rank), ...])`` in plan order.

@@ -8,10 +8,10 @@ host's problems together.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, RankTableMode
+from npulaunch.plan.layout import JobLayout
 from npulaunch.plan.preflight import python_script
 
 MIN_PYTHON = (3, 7)
@@ -27,7 +27,7 @@ def probe_asks(config: ClusterConfig, job_id: str) -> Dict[str, Dict[str, Any]]:
     for host in config.hosts:
         asks[host.host] = {
             "workdir": config.job.workdir, "script": python_script(command), "program": command[0],
-            "job_dir": os.path.join(config.job.log_dir, job_id),
+            "job_dir": JobLayout.under(config.job.log_dir, job_id).job_dir,
             "devices": None if host.devices == ALL_DEVICES else sorted(host.devices),
             "need_ips": host.device_ips is None and config.rank_table is not RankTableMode.NONE,
             "ips_required": config.rank_table is RankTableMode.REQUIRED or len(config.hosts) > 1}

@@ -12,6 +12,7 @@ import time
 from typing import Any, Callable, Dict, List
 
 from npulaunch.host.errors import NpulaunchError
+from npulaunch.plan.layout import JobLayout
 
 POLL_S = 0.2
 
@@ -20,13 +21,14 @@ class RendezvousError(NpulaunchError):
     exit_code = 2
 
 
-def exchange(directory: str, node: int, nodes: int, record: Dict[str, Any], timeout_s: float, epoch: str = "",
+def exchange(layout: JobLayout, node: int, nodes: int, record: Dict[str, Any], timeout_s: float, epoch: str = "",
              clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
              ) -> List[Dict[str, Any]]:
     """Publish this node's ``record`` and return every node's, in node order. ``epoch`` names this
     run of the job (the scheduler's job and step): records of an earlier run are not read."""
+    directory = layout.rendezvous_dir
     os.makedirs(directory, 0o700, exist_ok=True)
-    mine = os.path.join(directory, f"node-{node}.json")
+    mine = layout.rendezvous_record(node)
     aside = f"{mine}.{os.getpid()}.tmp"
     with open(aside, "w", encoding="utf-8") as handle:
         json.dump(dict(record, epoch=epoch), handle)
@@ -36,7 +38,7 @@ def exchange(directory: str, node: int, nodes: int, record: Dict[str, Any], time
         found = {}
         for index in range(nodes):
             try:
-                with open(os.path.join(directory, f"node-{index}.json"), encoding="utf-8") as handle:
+                with open(layout.rendezvous_record(index), encoding="utf-8") as handle:
                     record = json.load(handle)
             except (OSError, ValueError):
                 continue

@@ -9,10 +9,12 @@ from __future__ import annotations
 import sys
 from typing import BinaryIO, List, Optional, Set
 
-from npulaunch.host.agent.tail import Line, is_progress
 from npulaunch.config.cluster import ConsoleMode
+from npulaunch.diagnose.summary import JobSummary
+from npulaunch.host.agent.tail import Line, is_progress
 from npulaunch.host.events import Event
 from npulaunch.host.spec import RankSpec
+from npulaunch.views.reporttext import render_report
 
 
 class Console:
@@ -55,8 +57,9 @@ class Console:
         self._write(self._err, b"".join(b"npulaunch: " + line.encode("utf-8", "replace") + b"\n"
                                         for line in text.splitlines() or [""]))
 
-    def report(self, text: str) -> None:
-        self._write(self._err, text.encode("utf-8", "replace"))
+    def report(self, summary: JobSummary) -> None:
+        """The job's report, once, when it has ended."""
+        self._write(self._err, render_report(summary).encode("utf-8", "replace"))
 
     def _write(self, stream: BinaryIO, data: bytes) -> None:
         if self._broken:

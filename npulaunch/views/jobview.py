@@ -1,6 +1,7 @@
 """Read a job directory back: ``npulaunch report JOB_DIR`` (the final report again) and
 ``npulaunch status JOB_DIR`` (per rank: state, device, last line, lines, time since its last
-output), for a running or a finished job. Reads files only; never touches the job's processes.
+output; with restarts, of the latest attempt), for a running or a finished job. Reads files only,
+through JobLayout; never touches the job's processes.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ import os
 import time
 from typing import Any, Dict, List, Optional
 
+from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.agent.tail import last_lines
 from npulaunch.host.errors import UsageError
-from npulaunch.diagnose.report import render_report
+from npulaunch.host.events import Event, EventKind, signature_label
+from npulaunch.plan.layout import JobLayout
+from npulaunch.views.reporttext import render_report
 
 
 def _load(path: str) -> Optional[Any]:
@@ -25,27 +29,36 @@ def _load(path: str) -> Optional[Any]:
         raise UsageError(f"cannot read {path}: {exc}") from None
 
 
-def _events(job_dir: str) -> List[Dict[str, Any]]:
-    path = os.path.join(job_dir, "events.jsonl")
+def _events(layout: JobLayout, job_dir: str) -> List[Event]:
+    """The latest attempt's events (``job_dir``: the directory as the user named it)."""
+    path = layout.events_path
     if not os.path.exists(path):
         raise UsageError(f"{job_dir} is not an npulaunch job directory (no events.jsonl)")
     events = []
     with open(path, encoding="utf-8") as handle:
         for line in handle:
             try:
-                events.append(json.loads(line))
+                record = json.loads(line)
             except ValueError:  # a line being written as we read
                 break
+            try:
+                events.append(Event.from_record(record))
+            except (KeyError, TypeError, ValueError):  # not an event this npulaunch knows (another version's)
+                continue
     return events
 
 
 def report_text(job_dir: str, as_json: bool) -> str:
-    summary = _load(os.path.join(job_dir, "summary.json"))
-    if summary is None:
-        _events(job_dir)  # says whether this is a job directory at all
+    """The finished job's report (with restarts: the last attempt's, listing every attempt), or
+    its summary.json as it is."""
+    layout = JobLayout.open(job_dir)
+    document = _load(layout.summary_path)
+    if document is None:
+        _events(layout, job_dir)  # says whether this is a job directory at all
         raise UsageError(f"{job_dir} has no summary.json yet: the job is still running (or its launcher "
                          "was killed); see npulaunch status")
-    return json.dumps(summary, indent=2) + "\n" if as_json else render_report(summary)
+    summary = JobSummary.from_json(document, layout.summary_path)
+    return json.dumps(document, indent=2) + "\n" if as_json else render_report(summary)
 
 
 def _count_lines(path: str) -> int:
@@ -56,23 +69,22 @@ def _count_lines(path: str) -> int:
         return 0
 
 
-def status_rows(job_dir: str, now: Optional[float] = None) -> List[Dict[str, Any]]:
-    """One row per rank from the events and the log files."""
-    now = time.time() if now is None else now
+def status_rows(events: List[Event], now: float) -> List[Dict[str, Any]]:
+    """One row per rank from an attempt's events and the log files they name."""
     rows: Dict[int, Dict[str, Any]] = {}
-    for event in _events(job_dir):
-        rank = event.get("rank")
+    for event in events:
+        rank, data = event.rank, event.data
         if not isinstance(rank, int):
             continue
-        if event["kind"] == "rank_started":
-            rows[rank] = {"rank": rank, "device_id": event.get("device_id"), "pid": event.get("pid"),
-                          "state": "running", "started": event["time"], "stdout": event.get("stdout"),
-                          "stderr": event.get("stderr")}
-        elif event["kind"] == "rank_exited" and rank in rows:
-            rows[rank]["state"] = event["state"]
-            rows[rank]["exit"] = event.get("signal") or event.get("exit_code")
-        elif event["kind"] == "signature_matched" and rank in rows:
-            rows[rank].setdefault("signatures", []).append(event.get("code") or event.get("signature"))
+        if event.kind is EventKind.RANK_STARTED:
+            rows[rank] = {"rank": rank, "device_id": data.get("device_id"), "pid": data.get("pid"),
+                          "state": "running", "started": event.time, "stdout": data.get("stdout"),
+                          "stderr": data.get("stderr")}
+        elif event.kind is EventKind.RANK_EXITED and rank in rows:
+            rows[rank]["state"] = data["state"]
+            rows[rank]["exit"] = data.get("signal") or data.get("exit_code")
+        elif event.kind is EventKind.SIGNATURE_MATCHED and rank in rows:
+            rows[rank].setdefault("signatures", []).append(signature_label(data))
     for row in rows.values():
         logs = [p for p in (row.get("stdout"), row.get("stderr")) if p and os.path.exists(p)]
         row["lines"] = sum(_count_lines(p) for p in logs)
@@ -83,36 +95,17 @@ def status_rows(job_dir: str, now: Optional[float] = None) -> List[Dict[str, Any
 
 
 def status_text(job_dir: str) -> str:
-    events = _events(job_dir)
-    finished = next((e for e in events if e["kind"] == "job_finished"), None)
-    head = f"job {os.path.basename(os.path.normpath(job_dir))}: " + (
+    layout = JobLayout.open(job_dir)
+    events = _events(layout, job_dir)
+    finished = next((e.data for e in events if e.kind is EventKind.JOB_FINISHED), None)
+    attempt = f" (attempt {layout.attempt})" if layout.attempt else ""
+    head = f"job {os.path.basename(os.path.normpath(job_dir))}{attempt}: " + (
         f"{finished['status']} (exit code {finished['exit_code']})" if finished else "running")
     lines = [head, f"{'rank':>4}  {'device':>6}  {'state':<20} {'lines':>8}  {'silent':>7}  last line"]
-    for row in status_rows(job_dir):
+    for row in status_rows(events, time.time()):
         state = row["state"] + (f" ({row['exit']})" if row.get("exit") not in (None, 0) else "")
         if row.get("signatures"):
             state += " " + ",".join(row["signatures"])
         lines.append(f"{row['rank']:>4}  {row['device_id']:>6}  {state:<20} {row['lines']:>8}  "
                      f"{row['silent_s']:>6}s  {row['last_line'][:80]}")
     return "\n".join(lines) + "\n"
-
-
-def stop_job(job_dir: str) -> str:
-    """Ask the launcher of a running job to stop it (SIGTERM: it stops every rank on every host
-    through their agents). Only that job's launcher is signalled: its pid and start time must
-    match what it recorded."""
-    import signal
-
-    from npulaunch.host.agent.procs import start_ticks
-
-    record = _load(os.path.join(job_dir, "launcher.json"))
-    if record is None:
-        _events(job_dir)
-        raise UsageError(f"{job_dir} has no launcher.json: not started by this npulaunch, or not yet")
-    if _load(os.path.join(job_dir, "summary.json")) is not None:
-        return "the job has already finished"
-    ticks = record.get("start_ticks")
-    if ticks is None or start_ticks(record["pid"]) != ticks:
-        return "its launcher is gone; its agents stop their ranks by themselves"
-    os.kill(record["pid"], signal.SIGTERM)
-    return f"asked launcher {record['pid']} to stop the job (SIGTERM)"

@@ -17,10 +17,11 @@ from rich.table import Table
 from rich.text import Text
 
 from npulaunch.config.cluster import ConsoleMode
-from npulaunch.views.console import Console
-from npulaunch.host.events import Event, EventKind
-from npulaunch.plan.build import LaunchPlan
+from npulaunch.diagnose.summary import JobSummary
+from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.spec import RankSpec
+from npulaunch.plan.build import LaunchPlan
+from npulaunch.views.console import Console
 
 REFRESH_S = 0.25
 
@@ -89,16 +90,16 @@ class LiveConsole(Console):
             row.state = event.data["state"] + (f" ({event.data['signal'] or event.data['exit_code']})"
                                                if event.data["state"] != "succeeded" else "")
         elif row is not None and event.kind is EventKind.SIGNATURE_MATCHED:
-            row.state += f" {event.data.get('code') or event.data['signature']}"
+            row.state += f" {signature_label(event.data)}"
         self._refresh(time.monotonic())
 
     def message(self, text: str) -> None:
         self._live.console.print(Text("\n".join("npulaunch: " + line for line in text.splitlines())))
 
-    def report(self, text: str) -> None:
+    def report(self, summary: JobSummary) -> None:
         self._refresh(0, force=True)
         self._live.stop()
-        super().report(text)
+        super().report(summary)
 
     def _refresh(self, now: float, force: bool = False) -> None:
         if force or now >= self._next_refresh:

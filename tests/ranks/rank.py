@@ -4,7 +4,8 @@
 
 ACTION is one of: ok, exit:N, segfault, sigkill, hang, ignore_term, grandchild, escape,
 spam:N (print N numbered lines), spam_crash:N (print N lines, then SIGKILL itself mid-stream),
-env (print the rank's environment as one JSON line, and keep it in env.json), parent (print the parent process's name), usr1 (wait for SIGUSR1, print, exit 0),
+env (print the rank's environment as one JSON line, and keep it in env.json), parent (print the
+parent process's name), usr1 (wait for SIGUSR1, print, exit 0),
 utf8 (write multi-byte characters split across writes, and \\r progress lines).
 DELAY: seconds to sleep first. Every rank prints "ready <pid>" first.
 """

@@ -10,24 +10,26 @@ whole: fail-fast is the supervisor's policy. Standard library only, Python 3.7+;
 from __future__ import annotations
 
 import json
+import logging
 import os
-import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from npulaunch.host.events import Event, EventKind
-from npulaunch.host.session import STACK_SIGNAL_FILE
 from npulaunch.host.files import write_once
+from npulaunch.host.records import AgentOutcome, RankResult, RankState
 from npulaunch.host.spec import HostPlan, RankSpec, compose_env
 from npulaunch.host.agent import procs
 from npulaunch.host.agent.guard import Guard
 from npulaunch.host.agent.inbox import SignalInbox
 from npulaunch.host.agent.monitor import Monitor
+from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S, StackDumps
 from npulaunch.host.agent.tail import FileTail, Line
+
+log = logging.getLogger(__name__)
 
 POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -37,32 +39,12 @@ OutputSink = Callable[[RankSpec, str, List[Line]], None]
 EventSink = Callable[[Event], None]
 
 
-def _stack_signal(rank_dir: str) -> Tuple[int, int]:
-    """``(pid, signal)`` a rank registered for stack dumps (session.register_stack_dump), or zeros."""
-    try:
-        with open(os.path.join(rank_dir, STACK_SIGNAL_FILE)) as handle:
-            pid, signum = (int(word) for word in handle.read().split()[:2])
-        return pid, signum
-    except (OSError, ValueError):
-        return 0, 0
-
-
-
 def prepare_rank(spec: RankSpec, base_env: Mapping[str, str]) -> Dict[str, str]:
     """Create the rank's directories and return its environment (``compose_env`` over ``base_env``,
     with this host's copy of the injection hook)."""
     for directory in (spec.rank_dir, spec.plog_dir):
         os.makedirs(directory, mode=0o700, exist_ok=True)
     return compose_env(spec, base_env)[0]
-
-
-class RankState(str, Enum):
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"  # exited non-zero or by a signal before anyone asked it to stop
-    STOPPED = "stopped"  # ended after the agent started stopping the job
-    SPAWN_FAILED = "spawn_failed"
 
 
 @dataclass
@@ -82,37 +64,16 @@ class RankProcess:
     # subprocess module's own clean-up, which would steal the exit status from our waitpid(-1).
     popen: Optional["subprocess.Popen[bytes]"] = None
 
-    def result(self) -> "RankResult":
+    def result(self) -> RankResult:
         return RankResult(rank=self.spec.rank, host=self.spec.host, device_id=self.spec.device_id,
                           pid=self.pid, state=self.state, start_time=self.start_time, end_time=self.end_time,
                           exit_code=self.exit_code, signal=self.signal, error=self.error)
 
 
-@dataclass(frozen=True)
-class RankResult:
-    rank: int
-    host: str
-    device_id: int
-    pid: Optional[int]
-    state: RankState
-    start_time: Optional[float]
-    end_time: Optional[float]
-    exit_code: Optional[int]
-    signal: Optional[str]
-    error: Optional[str] = None
-
-
-@dataclass
-class AgentOutcome:
-    ranks: List[RankResult]
-    stop_signal: Optional[int] = None  # the signal that made this agent stop the ranks, if any
-    strays_killed: List[int] = field(default_factory=list)
-
-
 class Agent:
     def __init__(self, plan: HostPlan, emit: EventSink, output: OutputSink,
                  base_env: Optional[Mapping[str, str]] = None, clock: Callable[[], float] = time.monotonic,
-                 poll_interval_s: float = POLL_INTERVAL_S) -> None:
+                 poll_interval_s: float = POLL_INTERVAL_S, stack_dump_limit_s: float = STACK_DUMP_LIMIT_S) -> None:
         self.plan = plan
         self._emit_to = emit
         self._output = output
@@ -132,6 +93,9 @@ class Agent:
         self._watched: Dict[int, Callable[[], None]] = {}  # fd -> called when readable (a controller's commands)
         self._forward = tuple(getattr(signal, name) for name in plan.forward_signals)
         self.tick: Optional[Callable[[], None]] = None  # called once per loop turn (the remote agent's checks)
+        self._dumps = StackDumps(clock, stack_dump_limit_s)
+        self._stray_pids: List[int] = []
+        self._closed = False
 
     def watch(self, fd: int, on_readable: Callable[[], None]) -> None:
         """Wake the loop when ``fd`` is readable and call ``on_readable`` (the remote agent's stdin)."""
@@ -154,6 +118,7 @@ class Agent:
         self._stopping = True
         self._kill_deadline = self._clock() + self.plan.grace_period_s
         self._emit(EventKind.STOP_REQUESTED, reason=reason, grace_period_s=self.plan.grace_period_s)
+        log.debug("stop (%s): SIGTERM now, SIGKILL after %g s", reason, self.plan.grace_period_s)
         self._signal_everything(signal.SIGTERM)
 
     def kill(self, reason: str) -> None:
@@ -165,31 +130,14 @@ class Agent:
         self._killed = True
         alive = [r.spec.rank for r in self.ranks if r.state is RankState.RUNNING]
         self._emit(EventKind.KILL_ESCALATED, reason=reason, ranks=alive)
+        log.debug("kill (%s): SIGKILL, ranks still running: %s", reason, alive)
         self._signal_everything(signal.SIGKILL)
 
-    def dump_stacks(self, ranks: List[int], wait_s: float = 0.3) -> List[str]:
-        """Ask hung ranks for their Python stacks before they are stopped: through the signal the
-        rank-side helper registered (faulthandler), else ``py-spy dump`` when installed. Returns
-        the files written."""
-        written = []
-        table = procs.snapshot()
-        for proc in self.ranks:
-            if proc.spec.rank not in ranks or proc.state is not RankState.RUNNING or proc.pid is None:
-                continue
-            pid, signum = _stack_signal(proc.spec.rank_dir)
-            if pid and table.get(pid) is not None and table[pid].pgid == proc.pid:
-                procs.kill_pids([pid], signum)
-                written.append(os.path.join(proc.spec.rank_dir, "stacks-%d.txt" % pid))
-            elif shutil.which("py-spy"):
-                path = os.path.join(proc.spec.rank_dir, "stacks-py-spy.txt")
-                with open(path, "w") as out:
-                    subprocess.run(["py-spy", "dump", "--pid", str(proc.pid)], stdout=out,
-                                   stderr=subprocess.STDOUT, timeout=20, check=False)
-                written.append(path)
-        if written:
-            time.sleep(wait_s)  # faulthandler writes from its signal handler: give it a moment
-            self._emit(EventKind.STACKS_DUMPED, files=written)
-        return written
+    def dump_stacks(self, ranks: Sequence[int]) -> None:
+        """Ask hung ranks for their Python stacks (host/agent/stacks.py). Returns at once: a
+        STACKS_DUMPED event follows when the dumps are written or out of time."""
+        self._dumps.start([(p.spec.rank, p.spec.rank_dir, p.pid) for p in self.ranks
+                           if p.spec.rank in ranks and p.state is RankState.RUNNING and p.pid is not None])
 
     def forward(self, signum: int) -> None:
         for proc in self.ranks:
@@ -201,14 +149,17 @@ class Agent:
         table = procs.snapshot()
         groups = {p.pid for p in self.ranks if p.pid is not None}
         members = procs.live_members(groups, table)
+        strays = self._strays(table) - set(members)
+        log.debug("%s to process groups %s and other descendants %s", procs.signal_name(signum),
+                  sorted(set(members.values())), sorted(strays))
         for pgid in set(members.values()):
             procs.kill_group(pgid, signum)
-        procs.kill_pids(self._strays(table) - set(members), signum)
+        procs.kill_pids(strays, signum)
 
     def _strays(self, table: Dict[int, procs.ProcInfo]) -> Set[int]:
         """Our live descendants (we are a subreaper), except the guard and whatever this process
         had started before the agent ran (when the agent is embedded in a larger program)."""
-        found = procs.descendants(os.getpid(), table) - self._preexisting
+        found = procs.descendants(os.getpid(), table) - self._preexisting - self._dumps.pids()
         if self._guard is not None:
             found.discard(self._guard.pid)
         return found
@@ -217,46 +168,71 @@ class Agent:
 
     def run(self) -> AgentOutcome:
         """Start every rank and watch them until all have ended and nothing of the job is left."""
+        self.start()
+        try:
+            while self.step():
+                pass
+            return self.finish()
+        finally:
+            self.close()
+
+    def start(self) -> None:
+        """Become the ranks' subreaper, start the guard, write the rank table, start every rank."""
         self._inbox = SignalInbox(STOP_SIGNALS + self._forward)
         self._preexisting = procs.descendants(os.getpid(), procs.snapshot())
-        stray_pids: List[int] = []
-        try:
-            procs.become_subreaper()
-            self._guard = Guard(self.plan.job_uuid)
-            os.makedirs(self.plan.job_dir, mode=0o700, exist_ok=True)
-            self._write_rank_table()
-            self._start_all()
-            while True:
-                self._reap()
-                self._pump()
-                if all(r.state not in (RankState.RUNNING, RankState.PENDING) for r in self.ranks):
-                    break
-                self._wait()
-            stray_pids = self._clean_up_strays()
-        finally:
-            if any(r.state is RankState.RUNNING for r in self.ranks):  # an exception escaped the loop
-                self._signal_everything(signal.SIGKILL)
-            for proc in self.ranks:
-                for tail, stream in zip(proc.tails, ("stdout", "stderr")):
-                    lines = tail.close()
-                    if lines:
-                        self._output(proc.spec, stream, lines)
-                        self.monitor.lines(proc.spec.rank, stream, lines)
-            self.monitor.close()
-            if self._guard is not None:
-                self._guard.release()
-            self._inbox.close()
-        return AgentOutcome([r.result() for r in self.ranks], self.stop_signal, stray_pids)
+        procs.become_subreaper()
+        self._guard = Guard(self.plan.job_uuid)
+        os.makedirs(self.plan.job_dir, mode=0o700, exist_ok=True)
+        self._write_rank_table()
+        self._start_all()
 
-    def _wait(self) -> None:
+    def step(self, timeout_s: Optional[float] = None) -> bool:
+        """One turn of the loop: reap, read the logs, then wait (at most ``timeout_s``) for a
+        signal, a command or the next poll. False once every rank has ended."""
+        self._reap()
+        self._pump()
+        if all(r.state not in (RankState.RUNNING, RankState.PENDING) for r in self.ranks):
+            return False
+        self._wait(timeout_s)
+        return True
+
+    def finish(self) -> AgentOutcome:
+        """After the last rank ended: stop what the ranks left behind, then close."""
+        self._stray_pids = self._clean_up_strays()
+        self.close()
+        return AgentOutcome([r.result() for r in self.ranks], self.stop_signal, self._stray_pids)
+
+    def close(self) -> None:
+        """Kill whatever still runs (an exception left the loop), read the logs to their last
+        byte, release the guard. Safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        if any(r.state is RankState.RUNNING for r in self.ranks):
+            log.debug("closing with ranks still running: SIGKILL to everything")
+            self._signal_everything(signal.SIGKILL)
+        self._dumps.close()
+        for proc in self.ranks:
+            for tail, stream in zip(proc.tails, ("stdout", "stderr")):
+                lines = tail.close()
+                if lines:
+                    self._output(proc.spec, stream, lines)
+                    self.monitor.lines(proc.spec.rank, stream, lines)
+        self.monitor.close()
+        if self._guard is not None:
+            self._guard.release()
+        if self._inbox is not None:
+            self._inbox.close()
+
+    def _wait(self, timeout_s: Optional[float] = None) -> None:
         assert self._inbox is not None
-        timeout = self._poll_s
+        timeout = self._poll_s if timeout_s is None else min(self._poll_s, timeout_s)
         if self._kill_deadline is not None and not self._killed:
             timeout = min(timeout, self._kill_deadline - self._clock())
-        watch = self.monitor.timeout_s()
-        if watch is not None:
-            timeout = min(timeout, watch)
-        for fd in self._inbox.wait(timeout, list(self._watched)):
+        for due in (self.monitor.timeout_s(), self._dumps.timeout_s()):
+            if due is not None:
+                timeout = min(timeout, due)
+        for fd in self._inbox.wait(max(0.0, timeout), list(self._watched)):
             self._watched[fd]()
         for signum in self._inbox.take():
             self._on_signal(signum)
@@ -264,11 +240,15 @@ class Agent:
             self.tick()
         if not self._stopping:
             self.monitor.poll()
+        dumped = self._dumps.poll()
+        if dumped is not None:
+            self._emit(EventKind.STACKS_DUMPED, files=dumped["files"], timed_out=dumped["timed_out"])
         if self._kill_deadline is not None and not self._killed and self._clock() >= self._kill_deadline:
             self.kill(f"grace period of {self.plan.grace_period_s:g} s ran out")
 
     def _on_signal(self, signum: int) -> None:
         name = procs.signal_name(signum)
+        log.debug("received %s", name)
         if signum in self._forward:
             self.forward(signum)
             return
@@ -358,6 +338,7 @@ class Agent:
         if not left:
             return []
         found = sorted(left)
+        log.debug("processes left behind by the ranks: %s; TERM, grace, KILL", found)
         inbox = self._inbox
         assert inbox is not None
         self._signal_everything(signal.SIGTERM)

@@ -7,12 +7,9 @@ controller stops sending heartbeats (a vanished network leaves an SSH session op
 stdout breaks, it stops every rank (SIGTERM, grace, SIGKILL) and exits. Standard library only,
 Python 3.7+.
 
-Protocol. In: optionally ``{"probe": {...}}`` first (the preflight: the agent answers ``{"type":
-"probe", ...}`` and waits for the plan; end of input instead means the job will not start), then
-``{"plan": {...}, "heartbeat_timeout_s": 15}``, then ``{"cmd": "heartbeat"}``,
-``{"cmd": "stop", "reason": ...}``, ``{"cmd": "kill", "reason": ...}``, ``{"cmd": "signal",
-"signal": "SIGUSR1"}``, ``{"cmd": "dump_stacks", "ranks": [...]}``. Out: ``{"type": "event", ...}``
-(an Event), ``{"type": "output", "rank", "stream", "lines"}``, and last ``{"type": "done", ...}``.
+The messages are host/wire.py's: a probe first (the preflight: the agent answers and waits for
+its plan; end of input instead means the job will not start), then Start, then Commands; out go
+events, output batches and, last, Done.
 """
 
 from __future__ import annotations
@@ -26,7 +23,8 @@ import time
 from typing import Any, BinaryIO, Dict, List, Optional
 
 from npulaunch.host.events import Event
-from npulaunch.host.spec import HostPlan, RankSpec
+from npulaunch.host.spec import RankSpec
+from npulaunch.host.wire import FORWARDABLE_SIGNALS, Command, Done, Output, ProbeAnswer, Start, encode, event_to_json
 from npulaunch.host.agent.agent import Agent
 
 FIRST_LINE_TIMEOUT_S = 60.0
@@ -73,7 +71,7 @@ class Sender:
         if self.broken:
             return
         try:
-            self._stream.write(json.dumps(message, separators=(",", ":")).encode("utf-8") + b"\n")
+            self._stream.write(encode(message))
             self._stream.flush()
         except (BrokenPipeError, OSError, ValueError):
             self.broken = True
@@ -107,15 +105,15 @@ class Controller:
             self.lost("the controller's channel closed")
 
     def handle(self, message: Dict[str, Any]) -> None:
-        command = message.get("cmd")
-        if command == "stop":
-            self.agent.stop(str(message.get("reason", "the launcher asked")))
-        elif command == "kill":
-            self.agent.kill(str(message.get("reason", "the launcher asked")))
-        elif command == "signal" and message.get("signal") in ("SIGUSR1", "SIGUSR2", "SIGWINCH"):
-            self.agent.forward(getattr(signal, message["signal"]))
-        elif command == "dump_stacks":
-            self.agent.dump_stacks([int(r) for r in message.get("ranks", [])])
+        command = Command.from_json(message)
+        if command.cmd == "stop":
+            self.agent.stop(command.reason)
+        elif command.cmd == "kill":
+            self.agent.kill(command.reason)
+        elif command.cmd == "signal" and command.signal in FORWARDABLE_SIGNALS:
+            self.agent.forward(getattr(signal, command.signal))
+        elif command.cmd == "dump_stacks":
+            self.agent.dump_stacks(command.ranks)
 
     def tick(self) -> None:
         if self.sender.broken:
@@ -137,30 +135,25 @@ def main() -> int:
     if first is not None and "probe" in first:  # the preflight: answer, then wait for the plan
         from npulaunch.host.agent.probe import probe
 
-        sender.send(dict(probe(first["probe"]), type="probe"))
+        sender.send(ProbeAnswer(probe(first["probe"])).to_json())
         first = read_first(reader, FIRST_LINE_TIMEOUT_S)
         if first is None and reader.eof:
             return 0  # the launcher decided not to start the job (another host failed its preflight)
     if first is None or "plan" not in first:
         sys.stderr.write("npulaunch agent: no plan received on stdin\n")
         return 2
-    plan = HostPlan.from_dict(first["plan"])
+    start = Start.from_json(first, DEFAULT_HEARTBEAT_TIMEOUT_S)
 
     def output(spec: RankSpec, stream: str, lines: List[str]) -> None:
-        sender.send({"type": "output", "rank": spec.rank, "stream": stream, "lines": lines})
+        sender.send(Output(spec.rank, stream, lines).to_json())
 
     def emit(event: Event) -> None:
-        record = json.loads(event.to_json())
-        record["type"] = "event"
-        sender.send(record)
+        sender.send(event_to_json(event))
 
-    agent = Agent(plan, emit, output)
-    controller = Controller(agent, reader, sender,
-                            float(first.get("heartbeat_timeout_s", DEFAULT_HEARTBEAT_TIMEOUT_S)))
+    agent = Agent(start.plan, emit, output)
+    controller = Controller(agent, reader, sender, start.heartbeat_timeout_s)
     agent.watch(stdin_fd, controller.on_readable)
     agent.tick = controller.tick
     outcome = agent.run()
-    sender.send({"type": "done", "stop_signal": outcome.stop_signal, "strays_killed": outcome.strays_killed,
-                 "controller_lost": controller.gone,
-                 "ranks": [dict(r.__dict__, state=r.state.value) for r in outcome.ranks]})
+    sender.send(Done(outcome.ranks, outcome.stop_signal, outcome.strays_killed, controller.gone).to_json())
     return 0

@@ -17,12 +17,13 @@ import shlex
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import paramiko
 from fabric import Connection
 
 from npulaunch.host.errors import NpulaunchError
+from npulaunch.host.wire import Closed, FromAgent, ToAgent, encode, from_agent
 
 CONNECT_TIMEOUT_S = 10.0
 # paramiko logs a failed handshake with a traceback; with no handler configured, Python's last-resort
@@ -105,7 +106,7 @@ def connect(target: SshTarget) -> Connection:
 class AgentChannel:
     """The launcher's end of one remote agent: messages in a queue, commands out."""
 
-    def __init__(self, connection: Connection, host: str, messages: "queue.Queue[tuple]",
+    def __init__(self, connection: Connection, host: str, messages: "queue.Queue[Tuple[str, FromAgent]]",
                  wake_fd: Optional[int] = None) -> None:
         self.connection, self.host, self._messages = connection, host, messages
         self._wake_fd = wake_fd  # written to after each message, so a select() loop wakes up
@@ -113,7 +114,7 @@ class AgentChannel:
         self._reader: Optional[threading.Thread] = None
         self.remote_dir = ""
 
-    def start(self, agent_zip: bytes, first: Dict[str, Any], python: str = "python3") -> None:
+    def start(self, agent_zip: bytes, first: ToAgent, python: str = "python3") -> None:
         """Ship the agent into a private temporary directory and start it with its first message.
 
         One remote command does it all (each command costs a login shell, whose rc files can take
@@ -137,12 +138,12 @@ class AgentChannel:
             return  # the command failed early; the reader reports how
         self.send(first)
 
-    def send(self, message: Dict[str, Any]) -> bool:
+    def send(self, message: ToAgent) -> bool:
         """Send one message; False when the channel is gone."""
         if self._channel is None or self._channel.closed:
             return False
         try:
-            self._channel.sendall(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+            self._channel.sendall(encode(message.to_json()))
             return True
         except (OSError, paramiko.SSHException):
             return False
@@ -163,15 +164,17 @@ class AgentChannel:
                         continue
                     if message.get("type") == "shipped":
                         self.remote_dir = message["dir"]
-                    self._put(message)
+                        continue
+                    decoded = from_agent(message)
+                    if decoded is not None:
+                        self._put(decoded)
         status = self._channel.recv_exit_status()
         errors = b""
         while self._channel.recv_stderr_ready() and len(errors) < 65536:
             errors += self._channel.recv_stderr(65536)
-        self._put({"type": "closed", "exit_status": status,
-                   "stderr": errors.decode("utf-8", "replace").strip().splitlines()[-5:]})
+        self._put(Closed(status, errors.decode("utf-8", "replace").strip().splitlines()[-5:]))
 
-    def _put(self, message: Dict[str, Any]) -> None:
+    def _put(self, message: FromAgent) -> None:
         self._messages.put((self.host, message))
         if self._wake_fd is not None:
             try:
@@ -179,7 +182,7 @@ class AgentChannel:
             except OSError:  # the pipe is full: the loop is awake anyway
                 pass
 
-    def attach(self, messages: "queue.Queue[tuple]", wake_fd: Optional[int] = None) -> None:
+    def attach(self, messages: "queue.Queue[Tuple[str, FromAgent]]", wake_fd: Optional[int] = None) -> None:
         """Deliver the messages from now on to another queue (a new attempt's loop)."""
         self._messages, self._wake_fd = messages, wake_fd
 

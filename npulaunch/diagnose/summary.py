@@ -1,0 +1,326 @@
+"""What a finished job (or attempt) says about itself, as values: ``JobSummary`` is summary.json and
+its ``FailureReport`` failure.json. Built by diagnose/report.py, written by launch/jobdir.py, read
+back by views/jobview.py. Each type has one ``to_json`` (the files' keys, in their order) and one
+``from_json``, which refuses a document of another shape naming the file and the field. No file IO.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple, Type, TypeVar
+
+from npulaunch.diagnose.rootcause import RankGroup, RootCause, failure_label
+from npulaunch.host.errors import NpulaunchError
+from npulaunch.host.records import RankResult, RankState
+
+E = TypeVar("E", bound=Enum)
+
+
+class SummaryError(NpulaunchError):
+    """summary.json or failure.json is not what npulaunch writes (edited, truncated, another tool's)."""
+
+    exit_code = 2
+
+
+class JobStatus(str, Enum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # a rank failed (exit code 1)
+    STOPPED = "stopped"  # a signal to npulaunch stopped the job (exit code 128+N)
+
+
+class _Fields:
+    """One JSON object of a summary, read field by field; every complaint names the file and the
+    field's path (``summary.json: ranks[1].state: found str 'runing'; expected one of ...``)."""
+
+    def __init__(self, data: Any, source: str, where: str) -> None:
+        self.source, self.where = source, where
+        if not isinstance(data, dict):
+            self._fail(where, data, "an object")
+        self.data: Dict[str, Any] = data
+
+    def _fail(self, where: str, found: Any, expected: str) -> NoReturn:
+        shown = "nothing" if found is _MISSING else f"{type(found).__name__} {found!r}"[:80]
+        raise SummaryError(f"{self.source}: {where or 'the top level'}: found {shown}; expected {expected} "
+                           "(not a summary npulaunch wrote: edited or truncated?)")
+
+    def _path(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def value(self, key: str, kinds: Tuple[type, ...], expected: str, optional: bool = False) -> Any:
+        found = self.data.get(key, _MISSING)
+        if optional and found is None:
+            return None
+        if found is _MISSING or isinstance(found, bool) is not (bool in kinds) or not isinstance(found, kinds):
+            self._fail(self._path(key), found, expected + (" or null" if optional else ""))
+        return found
+
+    def text(self, key: str) -> str:
+        return str(self.value(key, (str,), "a string"))
+
+    def opt_text(self, key: str) -> Optional[str]:
+        return self.value(key, (str,), "a string", optional=True)
+
+    def integer(self, key: str) -> int:
+        return int(self.value(key, (int,), "an integer"))
+
+    def opt_int(self, key: str) -> Optional[int]:
+        return self.value(key, (int,), "an integer", optional=True)
+
+    def number(self, key: str) -> float:
+        found: float = self.value(key, (int, float), "a number")  # an int stays one: written back as it was read
+        return found
+
+    def opt_number(self, key: str) -> Optional[float]:
+        return self.value(key, (int, float), "a number", optional=True)
+
+    def flag(self, key: str) -> bool:
+        return bool(self.value(key, (bool,), "true or false"))
+
+    def choice(self, key: str, kind: Type[E]) -> E:
+        text = self.data.get(key, _MISSING)
+        allowed = [str(member.value) for member in kind]
+        if text not in allowed:
+            self._fail(self._path(key), text, "one of " + ", ".join(allowed))
+        return kind(text)
+
+    def items(self, key: str, kind: type, expected: str) -> Tuple[Any, ...]:
+        found = self.value(key, (list,), f"a list of {expected}")
+        for index, item in enumerate(found):
+            if isinstance(item, bool) is not (kind is bool) or not isinstance(item, kind):
+                self._fail(f"{self._path(key)}[{index}]", item, expected)
+        return tuple(found)
+
+    def texts(self, key: str) -> Tuple[str, ...]:
+        return self.items(key, str, "strings")
+
+    def ints(self, key: str) -> Tuple[int, ...]:
+        return self.items(key, int, "integers")
+
+    def objects(self, key: str) -> List["_Fields"]:
+        found = self.value(key, (list,), "a list of objects")
+        return [_Fields(item, self.source, f"{self._path(key)}[{index}]") for index, item in enumerate(found)]
+
+    def object(self, key: str) -> "_Fields":
+        return _Fields(self.value(key, (dict,), "an object"), self.source, self._path(key))
+
+    def opt_object(self, key: str) -> Optional["_Fields"]:
+        found = self.value(key, (dict,), "an object", optional=True)
+        return None if found is None else _Fields(found, self.source, self._path(key))
+
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class FailureReport:
+    """The root cause as failure.json and summary.json's ``root_cause`` say it: the cause, and how
+    its rank ended (``reason``), with the log that shows it and that log's last lines."""
+
+    cause: RootCause
+    pid: Optional[int]
+    exit_code: Optional[int]
+    signal: Optional[str]
+    end_time: Optional[float]
+    reason: str  # "rank 3 exited with code 1", "rank 5 reported EZ9999 (device_kernel_fault)", ...
+    log: str
+    last_lines: Tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return self.cause.label
+
+    def to_json(self) -> Dict[str, Any]:
+        c = self.cause
+        return {"rank": c.rank, "host": c.host, "device_id": c.device_id, "cls": c.cls, "code": c.code,
+                "time": c.time, "time_source": c.time_source, "first_line": c.first_line, "excerpt": list(c.excerpt),
+                "hint": c.hint, "retryable": c.retryable, "why": c.why,
+                "others": [{"ranks": list(g.ranks), "what": g.what} for g in c.others],
+                "pid": self.pid, "exit_code": self.exit_code, "signal": self.signal, "end_time": self.end_time,
+                "reason": self.reason, "log": self.log, "last_lines": list(self.last_lines)}
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = "failure.json") -> "FailureReport":
+        return cls._read(_Fields(data, source, ""))
+
+    @classmethod
+    def _read(cls, f: _Fields) -> "FailureReport":
+        # read in the file's order, so that the first wrong field is the one named
+        cause = RootCause(f.integer("rank"), f.text("host"), f.integer("device_id"), f.text("cls"), f.text("code"),
+                          f.opt_number("time"), f.text("time_source"), f.text("first_line"), f.texts("excerpt"),
+                          f.text("hint"), f.flag("retryable"), f.text("why"),
+                          tuple(RankGroup(g.ints("ranks"), g.text("what")) for g in f.objects("others")))
+        return cls(cause, f.opt_int("pid"), f.opt_int("exit_code"), f.opt_text("signal"), f.opt_number("end_time"),
+                   f.text("reason"), f.text("log"), f.texts("last_lines"))
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """One rank in summary.json: how it ended, where its logs are, and their last lines."""
+
+    result: RankResult
+    stdout: str
+    stderr: str
+    stdout_tail: Tuple[str, ...]
+    stderr_tail: Tuple[str, ...]
+
+    @property
+    def duration_s(self) -> Optional[float]:
+        if self.result.start_time is None or self.result.end_time is None:
+            return None
+        return round(self.result.end_time - self.result.start_time, 3)
+
+    def to_json(self) -> Dict[str, Any]:
+        r = self.result
+        return {"rank": r.rank, "host": r.host, "device_id": r.device_id, "pid": r.pid, "state": r.state.value,
+                "start_time": r.start_time, "end_time": r.end_time, "duration_s": self.duration_s,
+                "exit_code": r.exit_code, "signal": r.signal, "error": r.error, "stdout": self.stdout,
+                "stderr": self.stderr, "last_lines": {"stdout": list(self.stdout_tail),
+                                                      "stderr": list(self.stderr_tail)}}
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = "summary.json", where: str = "") -> "RankSummary":
+        f = _Fields(data, source, where)
+        result = RankResult(f.integer("rank"), f.text("host"), f.integer("device_id"), f.opt_int("pid"),
+                            f.choice("state", RankState), f.opt_number("start_time"), f.opt_number("end_time"),
+                            f.opt_int("exit_code"), f.opt_text("signal"), f.opt_text("error"))
+        f.opt_number("duration_s")  # derived from the times; checked, not kept
+        stdout, stderr, tails = f.text("stdout"), f.text("stderr"), f.object("last_lines")
+        return cls(result, stdout, stderr, tails.texts("stdout"), tails.texts("stderr"))
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """summary.json's ``job``: what ran, how it ended, and what watching it cost."""
+
+    job_id: str
+    name: str
+    status: JobStatus
+    exit_code: int  # 0, 1, or 128+N: the launcher's own exit code
+    root_cause_rank: Optional[int]
+    world_size: int
+    hosts: Tuple[str, ...]
+    job_dir: str
+    start_time: float
+    end_time: float
+    stop_signal: Optional[str]  # the signal that made npulaunch stop the job, by name
+    strays_killed: Tuple[int, ...]
+    launcher_cpu_s: Optional[float]  # None in summaries older than the field
+
+    @property
+    def duration_s(self) -> float:
+        return round(self.end_time - self.start_time, 3)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"job_id": self.job_id, "name": self.name, "status": self.status.value, "exit_code": self.exit_code,
+                "root_cause_rank": self.root_cause_rank, "world_size": self.world_size, "hosts": list(self.hosts),
+                "job_dir": self.job_dir, "start_time": self.start_time, "end_time": self.end_time,
+                "duration_s": self.duration_s, "stop_signal": self.stop_signal,
+                "strays_killed": list(self.strays_killed), "launcher_cpu_s": self.launcher_cpu_s}
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = "summary.json", where: str = "job") -> "JobInfo":
+        f = _Fields(data, source, where)
+        head = (f.text("job_id"), f.text("name"), f.choice("status", JobStatus), f.integer("exit_code"),
+                f.opt_int("root_cause_rank"), f.integer("world_size"), f.texts("hosts"), f.text("job_dir"),
+                f.number("start_time"), f.number("end_time"))
+        f.number("duration_s")  # derived from the times; checked, not kept
+        cpu = f.opt_number("launcher_cpu_s") if "launcher_cpu_s" in f.data else None
+        return cls(*head, f.opt_text("stop_signal"), f.ints("strays_killed"), cpu)
+
+
+@dataclass(frozen=True)
+class AttemptCause:
+    """An attempt's root cause, as the attempts list keeps it: enough to say why it was restarted."""
+
+    rank: int
+    cls: str
+    code: str
+    retryable: bool
+
+    @property
+    def label(self) -> str:
+        return failure_label(self.code, self.cls)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"rank": self.rank, "cls": self.cls, "code": self.code, "retryable": self.retryable}
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One attempt of a restarted job, in summary.json's ``attempts``."""
+
+    attempt: int
+    dir: str
+    status: JobStatus
+    exit_code: int
+    root_cause: Optional[AttemptCause]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"attempt": self.attempt, "dir": self.dir, "status": self.status.value, "exit_code": self.exit_code,
+                "root_cause": None if self.root_cause is None else self.root_cause.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = "summary.json", where: str = "") -> "AttemptRecord":
+        f = _Fields(data, source, where)
+        head = (f.integer("attempt"), f.text("dir"), f.choice("status", JobStatus), f.integer("exit_code"))
+        root = f.opt_object("root_cause")
+        cause = None if root is None else AttemptCause(root.integer("rank"), root.text("cls"), root.text("code"),
+                                                       root.flag("retryable"))
+        return cls(*head, cause)
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """summary.json: the job, its root cause (None when it succeeded or nothing failed on its own),
+    every rank, and, in the job's own summary.json (not an attempt's), every attempt."""
+
+    job: JobInfo
+    root_cause: Optional[FailureReport]
+    ranks: Tuple[RankSummary, ...]
+    attempts: Optional[Tuple[AttemptRecord, ...]] = None
+
+    @property
+    def exit_code(self) -> int:
+        return self.job.exit_code
+
+    @property
+    def status(self) -> JobStatus:
+        return self.job.status
+
+    @property
+    def retryable(self) -> bool:
+        """Whether running the job again may help: it failed, and its root cause says a restart can."""
+        return self.status is JobStatus.FAILED and self.root_cause is not None and self.root_cause.cause.retryable
+
+    def attempt_record(self, attempt: int, directory: str) -> AttemptRecord:
+        """This summary as attempt ``attempt`` (run in ``directory``) of the attempts list."""
+        root = self.root_cause
+        cause = None if root is None else AttemptCause(root.cause.rank, root.cause.cls, root.cause.code,
+                                                       root.cause.retryable)
+        return AttemptRecord(attempt, directory, self.status, self.exit_code, cause)
+
+    def with_attempts(self, attempts: Sequence[AttemptRecord]) -> "JobSummary":
+        return replace(self, attempts=tuple(attempts))
+
+    def to_json(self) -> Dict[str, Any]:
+        data: Dict[str, Any] = {"job": self.job.to_json(),
+                                "root_cause": None if self.root_cause is None else self.root_cause.to_json(),
+                                "ranks": [rank.to_json() for rank in self.ranks]}
+        if self.attempts is not None:
+            data["attempts"] = [attempt.to_json() for attempt in self.attempts]
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, source: str = "summary.json") -> "JobSummary":
+        """The summary in ``data`` (decoded JSON); ``source`` names the file in any SummaryError."""
+        f = _Fields(data, source, "")
+        job = f.object("job")
+        info = JobInfo.from_json(job.data, source, job.where)
+        root = f.opt_object("root_cause")
+        failure = None if root is None else FailureReport._read(root)
+        ranks = tuple(RankSummary.from_json(r.data, source, r.where) for r in f.objects("ranks"))
+        attempts = None
+        if "attempts" in f.data:
+            attempts = tuple(AttemptRecord.from_json(a.data, source, a.where) for a in f.objects("attempts"))
+        return cls(info, failure, ranks, attempts)

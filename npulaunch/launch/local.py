@@ -1,0 +1,57 @@
+"""The RankRunner for ranks on this host: the agent, in-process, driven one loop turn at a time.
+Its events and output batches go into a queue the supervisor drains between turns, so the
+supervisor's decisions (stop, kill, dump stacks) never run inside the agent's own calls.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Deque, List, Mapping, Optional, Sequence
+
+from npulaunch.host.agent.agent import Agent
+from npulaunch.host.records import AgentOutcome
+from npulaunch.host.spec import HostPlan, RankSpec
+from npulaunch.launch.runner import Item, RankOutput
+
+
+class LocalRunner:
+    """This host's ranks (the whole job, or this node's share under a scheduler)."""
+
+    def __init__(self, plan: HostPlan, base_env: Mapping[str, str]) -> None:
+        self._queue: Deque[Item] = deque()
+        self.agent = Agent(plan, self._queue.append, self._output, base_env=base_env)
+        self._outcome: Optional[AgentOutcome] = None
+
+    def _output(self, spec: RankSpec, stream: str, lines: List[str]) -> None:
+        self._queue.append(RankOutput(spec, stream, lines))
+
+    def start(self) -> None:
+        self.agent.start()
+
+    def items(self, timeout_s: float) -> List[Item]:
+        if not self._queue and self._outcome is None and not self.agent.step(timeout_s):
+            self._outcome = self.agent.finish()
+        taken = list(self._queue)
+        self._queue.clear()
+        return taken
+
+    @property
+    def done(self) -> bool:
+        return self._outcome is not None and not self._queue
+
+    def stop(self, reason: str) -> None:
+        self.agent.stop(reason)
+
+    def kill(self, reason: str) -> None:
+        self.agent.kill(reason)
+
+    def dump_stacks(self, ranks: Sequence[int]) -> None:
+        self.agent.dump_stacks(ranks)
+
+    def result(self) -> AgentOutcome:
+        assert self._outcome is not None, "result() before the runner is done"
+        return self._outcome
+
+    def close(self) -> None:
+        self.agent.close()
+

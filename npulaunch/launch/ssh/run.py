@@ -1,0 +1,211 @@
+"""One attempt of a multi-host job, as a RankRunner: every host's agent gets its part of the plan,
+their events and output arrive through one queue, heartbeats keep the agents alive, and stop /
+kill / stack dumps become commands to every agent. Signals to the launcher (Ctrl-C, SIGTERM,
+SIGHUP) stop every host; a second one kills. Remote lines are also copied into the launcher's
+job directory, so a finished job's directory holds every rank's log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Dict, List, Optional, Sequence, Set, Tuple
+
+from npulaunch.host.agent.agent import STOP_SIGNALS
+from npulaunch.host.agent.inbox import SignalInbox
+from npulaunch.host.events import Event, EventKind
+from npulaunch.host.records import AgentOutcome, RankResult, RankState
+from npulaunch.host.spec import RankSpec
+from npulaunch.host.wire import Closed, Command, Done, FromAgent, Output, Start
+from npulaunch.launch.runner import Item, RankOutput
+from npulaunch.launch.ssh.channel import AgentChannel
+from npulaunch.launch.ssh.fleet import Fleet
+from npulaunch.plan.build import LaunchPlan
+
+HEARTBEAT_INTERVAL_S = 2.0
+HEARTBEAT_TIMEOUT_S = 15.0  # an agent that hears nothing for this long stops its ranks
+
+log = logging.getLogger(__name__)
+
+
+class FleetRun:
+    """One attempt of a multi-host job on an open Fleet, as a RankRunner (the first attempt uses
+    the agents that answered the preflight; a restart starts new ones on the same connections).
+    Messages from every host's channel thread arrive in one queue; ``items`` turns them into
+    events and output batches for the supervisor, and sends the heartbeats."""
+
+    def __init__(self, plan: LaunchPlan, fleet: Fleet, heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S) -> None:
+        self.plan, self._fleet = plan, fleet
+        self._heartbeat_timeout_s = heartbeat_timeout_s
+        self._specs = {spec.rank: spec for spec in plan.ranks}
+        self._channels: Dict[str, AgentChannel] = {}
+        self._copies: Dict[Tuple[int, str], IO[str]] = {}  # (rank, stream) -> the launcher-side log file
+        self._stopping = self._killed = False
+        self.stop_signal: Optional[int] = None
+        self._messages: "queue.Queue[Tuple[str, FromAgent]]" = queue.Queue()
+        self._wake: Optional[Tuple[int, int]] = None
+        self._inbox: Optional[SignalInbox] = None
+        self._results: Dict[int, RankResult] = {}
+        self._finished: Set[str] = set()
+        self._next_beat = 0.0
+        self._out: List[Item] = []
+        self._closed = False
+
+    # -- the RankRunner interface ------------------------------------------------------------
+
+    def start(self) -> None:
+        for warning in self._fleet.warnings:
+            self._out.append(Event(EventKind.PREFLIGHT_WARNING, self.plan.job_id, warning.split(":")[0], None,
+                                   {"warning": warning}))
+        self._fleet.warnings = []  # reported with the first attempt
+        wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_read, False)
+        os.set_blocking(wake_write, False)
+        self._wake = (wake_read, wake_write)
+        self._inbox = SignalInbox(STOP_SIGNALS + tuple(getattr(signal, s) for s in self.plan.forward_signals))
+        self._start_all(wake_write)
+        self._next_beat = time.monotonic() + HEARTBEAT_INTERVAL_S
+
+    def items(self, timeout_s: float) -> List[Item]:
+        assert self._inbox is not None and self._wake is not None
+        if not self._out and not self._all_finished():
+            self._inbox.wait(max(0.0, min(timeout_s, self._next_beat - time.monotonic())), [self._wake[0]])
+            _drain(self._wake[0])
+            for signum in self._inbox.take():
+                self._on_signal(signum)
+            while True:
+                try:
+                    host, message = self._messages.get_nowait()
+                except queue.Empty:
+                    break
+                self._on_message(host, message)
+            if time.monotonic() >= self._next_beat:
+                self._next_beat = time.monotonic() + HEARTBEAT_INTERVAL_S
+                self._broadcast(Command("heartbeat"))
+        taken, self._out = self._out, []
+        return taken
+
+    @property
+    def done(self) -> bool:
+        return self._all_finished() and not self._out
+
+    def stop(self, reason: str) -> None:
+        if not self._stopping:
+            self._stopping = True
+            log.debug("stop (%s): to every host's agent", reason)
+            self._broadcast(Command("stop", reason=reason))
+
+    def kill(self, reason: str) -> None:
+        self._stopping = True
+        if not self._killed:
+            self._killed = True
+            log.debug("kill (%s): to every host's agent", reason)
+            self._broadcast(Command("kill", reason=reason))
+
+    def dump_stacks(self, ranks: Sequence[int]) -> None:
+        """The stack files are written on the hosts, in each rank's directory; each host's agent
+        reports STACKS_DUMPED."""
+        for host in {self._specs[r].host for r in ranks if r in self._specs}:
+            self._channels[host].send(Command("dump_stacks", ranks=tuple(ranks)))
+
+    def result(self) -> AgentOutcome:
+        results = dict(self._results)
+        for rank, spec in self._specs.items():  # a host lost before it reported: its ranks are unknown
+            results.setdefault(rank, RankResult(rank, spec.host, spec.device_id, None, RankState.FAILED, None,
+                                                time.time(), None, None, f"lost with host {spec.host}"))
+        return AgentOutcome([results[r] for r in sorted(results)], self.stop_signal, [])
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._inbox is not None:
+            self._inbox.close()
+        for channel in self._channels.values():
+            channel.close_channel()
+        for copy in self._copies.values():
+            copy.close()
+        if self._wake is not None:
+            os.close(self._wake[0])
+            os.close(self._wake[1])
+
+    # -- internals ------------------------------------------------------------------------------------
+
+    def _all_finished(self) -> bool:
+        return len(self._finished) >= len(self._channels)
+
+    def _start_all(self, wake_fd: int) -> None:
+        def start(node_rank: int) -> None:
+            host = self.plan.hosts[node_rank]
+            part = self.plan.host_plan(node_rank)
+            first = Start(part, self._heartbeat_timeout_s)
+            channel = self._fleet.waiting.pop(host, None)
+            if channel is None:
+                channel = self._fleet.start_agent(host, self._messages, first, wake_fd)
+            else:
+                channel.attach(self._messages, wake_fd)
+                channel.send(first)
+            log.debug("agent on %s has its plan (%d ranks)", host, len(part.ranks))
+            self._channels[host] = channel
+
+        with ThreadPoolExecutor(max_workers=min(self._fleet.parallel, len(self.plan.hosts))) as pool:
+            list(pool.map(start, range(len(self.plan.hosts))))
+
+    def _on_message(self, host: str, message: FromAgent) -> None:
+        if isinstance(message, Output):
+            spec = self._specs[message.rank]
+            self._gather(spec, message.stream, message.lines)
+            self._out.append(RankOutput(spec, message.stream, message.lines))
+        elif isinstance(message, Event):
+            self._out.append(message)
+        elif isinstance(message, Done):
+            for result in message.ranks:
+                self._results[result.rank] = result
+            self._finished.add(host)
+            log.debug("agent on %s is done", host)
+        elif isinstance(message, Closed) and host not in self._finished:
+            self._finished.add(host)
+            self._out.append(Event(EventKind.AGENT_LOST, self.plan.job_id, host, None,
+                                   {"exit_status": message.exit_status}))
+            self.stop(f"lost the agent of {host}")
+
+    def _gather(self, spec: RankSpec, stream: str, lines: List[str]) -> None:
+        """Keep a copy of every remote line in the launcher's job directory (rank-N/stdout.log)."""
+        copy = self._copies.get((spec.rank, stream))
+        if copy is None:
+            path = self.plan.log_paths(spec)[0 if stream == "stdout" else 1]
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            copy = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "w", encoding="utf-8")
+            self._copies[(spec.rank, stream)] = copy
+        copy.write("".join(line if line.endswith("\r") else line + "\n" for line in lines))
+
+    def _on_signal(self, signum: int) -> None:
+        if signum not in STOP_SIGNALS:
+            self._broadcast(Command("signal", signal=signal.Signals(signum).name))
+            return
+        log.debug("received %s", signal.Signals(signum).name)
+        self._out.append(Event(EventKind.SIGNAL_RECEIVED, self.plan.job_id, self.plan.hosts[0], None,
+                               {"signal": signal.Signals(signum).name}))
+        if not self._stopping:
+            self.stop_signal = signum
+            self.stop(f"npulaunch received {signal.Signals(signum).name}")
+        else:
+            self.kill(f"npulaunch received {signal.Signals(signum).name} again")
+
+    def _broadcast(self, message: Command) -> None:
+        for channel in self._channels.values():
+            channel.send(message)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+

@@ -1,0 +1,140 @@
+"""Diagnosis end to end through the real CLI: the root cause over the ranks that only waited for it,
+hangs, the job's own patterns, and ``status``/``report`` reading the job directory back."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from helpers import RANKS, run_cli, run_local
+
+
+def test_a_device_fault_is_the_root_cause_not_the_ranks_that_timed_out(log_dir: Path, marker: str) -> None:
+    # ranks 0-4, 6-7 print EI0002 (timestamped start+3 s) before npulaunch reads rank 5's plog
+    # (EZ9999 timestamped start+1 s): the cause wins by its own timestamp, not by arrival
+    result = run_local(log_dir, marker, "--", sys.executable, str(RANKS / "cann.py"), "5", nproc=8)
+    assert result.returncode == 1
+    failure = json.loads((log_dir / "m" / "failure.json").read_text())
+    assert failure["rank"] == 5 and failure["code"] == "EZ9999" and failure["cls"] == "device_kernel_fault"
+    assert failure["time_source"] == "plog timestamp" and "aicore error" in failure["first_line"]
+    assert failure["retryable"] is False and failure["hint"]
+    # every other rank either printed its EI0002 or was stopped by npulaunch before it could
+    groups = {g["what"]: g["ranks"] for g in failure["others"]}
+    assert set(groups) <= {"EI0002, waiting on rank 5", "stopped by npulaunch"}
+    assert sorted(r for ranks in groups.values() for r in ranks) == [0, 1, 2, 3, 4, 6, 7]
+    waiting = groups["EI0002, waiting on rank 5"]
+    assert len(waiting) >= 1 and "symptoms of waiting" in failure["why"]
+    assert "root cause: rank 5 reported EZ9999 (device_kernel_fault)" in result.stderr
+    assert ("rank" if len(waiting) == 1 else "ranks") + " " in result.stderr
+    assert ": EI0002, waiting on rank 5" in result.stderr
+    summary = json.loads((log_dir / "m" / "summary.json").read_text())
+    assert summary["job"]["root_cause_rank"] == 5
+
+
+def test_a_silent_rank_is_declared_hung_and_the_job_stopped(log_dir: Path, marker: str) -> None:
+    started = time.monotonic()
+    result = run_local(log_dir, marker, "--hang-timeout", "1", "--", sys.executable, str(RANKS / "rank.py"),
+                       "1=silent", "*=tick", nproc=3)
+    assert result.returncode == 1
+    assert time.monotonic() - started < 1 + 1 + 1 + 3  # limit + 1 s to notice + grace + start-up
+    events = [json.loads(line) for line in (log_dir / "m" / "events.jsonl").read_text().splitlines()]
+    hang = next(e for e in events if e["kind"] == "hang_detected")
+    assert hang["ranks"] == [1] and hang["phase"] == "steady" and hang["whole_job"] is False
+    assert 1.0 <= hang["silent_s"]["1"] < 2.0
+    failure = json.loads((log_dir / "m" / "failure.json").read_text())
+    assert failure["rank"] == 1 and failure["cls"] == "hang"
+    assert "hang: rank 1 printed nothing for more than 1 s (steady); stopping the job" in result.stderr
+
+
+def test_a_whole_job_stall_is_detected(log_dir: Path, marker: str) -> None:
+    result = run_local(log_dir, marker, "--hang-timeout", "1", "--", sys.executable, str(RANKS / "rank.py"),
+                       "*=silent", nproc=2)
+    assert result.returncode == 1
+    assert "hang: every rank printed nothing" in result.stderr
+    failure = json.loads((log_dir / "m" / "failure.json").read_text())
+    assert failure["cls"] == "hang" and "whole job stopped printing" in failure["why"]
+
+
+def test_the_jobs_own_pattern_names_the_failure(tmp_path: Path, log_dir: Path, marker: str) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text(f"""job:
+  command: [{sys.executable}, {RANKS / 'rank.py'}, "0=say:loss-is-nan+exit:1@0.3", "*=hang"]
+  log_dir: {log_dir}
+  grace_period_s: 1
+hosts: [{{host: localhost, devices: 2}}]
+monitor:
+  patterns:
+    - {{name: nan-loss, pattern: "loss is nan", class: divergence, hint: "lower the learning rate"}}
+""")
+    result = run_cli("run", str(config), "--job-id", "m", env={"NPLTEST_MARKER": marker})
+    assert result.returncode == 1
+    failure = json.loads((log_dir / "m" / "failure.json").read_text())
+    assert failure["rank"] == 0 and failure["code"] == "nan-loss" and failure["cls"] == "divergence"
+    assert failure["hint"] == "lower the learning rate"
+
+
+def test_a_bad_user_pattern_is_a_config_error(tmp_path: Path) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text("job: {command: [python3, x.py]}\nhosts: [{host: localhost, devices: 1}]\n"
+                      "monitor:\n  patterns:\n    - {name: bad, pattern: \"(unclosed\"}\n")
+    result = run_cli("check", str(config))
+    assert result.returncode == 2
+    assert ":5: monitor.patterns[0].pattern: found '(unclosed'" in result.stderr
+
+
+def test_status_and_report_read_the_job_directory_back(log_dir: Path, marker: str) -> None:
+    result = run_local(log_dir, marker, "--", sys.executable, str(RANKS / "rank.py"), "1=exit:4@0.3", "*=tick", nproc=3)
+    assert result.returncode == 1
+    job = str(log_dir / "m")
+    status = run_cli("status", job)
+    assert status.returncode == 0, status.stderr
+    assert "job m: failed (exit code 1)" in status.stdout
+    rows = {line.split()[0]: line for line in status.stdout.splitlines()[2:]}
+    assert "failed (4)" in rows["1"] and "stopped (SIGTERM)" in rows["0"] and "tick" in rows["2"]
+    report = run_cli("report", job)
+    assert report.returncode == 0 and "root cause: rank 1 exited with code 4" in report.stdout
+    as_json = json.loads(run_cli("report", job, "--json").stdout)
+    assert as_json["job"]["root_cause_rank"] == 1
+    missing = run_cli("report", str(log_dir))
+    assert missing.returncode == 2 and "not an npulaunch job directory" in missing.stderr
+
+
+def test_a_heartbeat_is_progress_for_a_silent_rank(log_dir: Path, marker: str) -> None:
+    result = run_local(log_dir, marker, "--hang-timeout", "1", "--", sys.executable, str(RANKS / "rank.py"),
+                       "*=beat:2.5", nproc=2)
+    assert result.returncode == 0, result.stderr
+    assert "hang" not in result.stderr
+
+
+def write_config(tmp_path: Path, log_dir: Path, rank_args: str, monitor: str, extra: str = "") -> Path:
+    config = tmp_path / "job.yaml"
+    config.write_text(f"""job:
+  command: [{sys.executable}, {RANKS / 'rank.py'}, {rank_args}]
+  log_dir: {log_dir}
+  grace_period_s: 1
+hosts: [{{host: localhost, devices: 2}}]
+monitor: {monitor}
+{extra}""")
+    return config
+
+
+def test_with_a_progress_regex_other_lines_are_not_progress(tmp_path: Path, log_dir: Path, marker: str) -> None:
+    config = write_config(tmp_path, log_dir, '"*=noise"',
+                          '{hang_timeout_s: 1, startup_timeout_s: 1, progress_regex: "step \\\\d+"}')
+    result = run_cli("run", str(config), "--job-id", "m", env={"NPLTEST_MARKER": marker})
+    assert result.returncode == 1
+    assert json.loads((log_dir / "m" / "failure.json").read_text())["cls"] == "hang"
+
+
+def test_a_hung_rank_leaves_its_python_stacks(tmp_path: Path, log_dir: Path, marker: str) -> None:
+    config = write_config(tmp_path, log_dir, '"0=silent", "*=tick"', "{hang_timeout_s: 1}",
+                          "session_injection: auto\nsession_options: {hcom_parallel: true}\n")
+    result = run_cli("run", str(config), "--job-id", "m", env={"NPLTEST_MARKER": marker})
+    assert result.returncode == 1
+    stacks = list((log_dir / "m" / "rank-0").glob("stacks-*.txt"))
+    assert len(stacks) == 1, result.stderr
+    text = stacks[0].read_text()
+    assert "Current thread" in text and "in hang" in text  # faulthandler's dump of the rank's main thread
+    assert f"stack dump: {stacks[0]}" in result.stderr

@@ -1,0 +1,215 @@
+"""Session options (host/session.py, host/inject/) reach real TensorFlow in real rank processes: explicit API
+and zero-code injection, typed fields, the script's own settings kept, precedence, the per-rank record.
+TensorFlow costs ~3 s per process here, so each test starts as few ranks as it can."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Dict
+
+import pytest
+from helpers import RANKS, ROOT, STANDINS, require, run_cli
+
+OPTIONS = """session_options:
+  hcom_parallel: true
+  iterations_per_loop: 10
+  precision_mode: allow_mix_precision
+  enable_dump: true
+  dump_path: {dump}/{{rank}}
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tensorflow_present() -> None:
+    require(importlib.util.find_spec("tensorflow") is not None, "tensorflow-cpu (pip install -e '.[tf]')")
+
+
+def job(tmp_path: Path, ranks: int, ways: str, extra: str = "") -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text(f"""version: 1
+job:
+  command: [{sys.executable}, {RANKS / 'tf_sessions.py'}, {ways}]
+  log_dir: {tmp_path / 'logs'}
+hosts:
+  - {{host: localhost, devices: {ranks}}}
+session_injection: auto
+{OPTIONS.format(dump=tmp_path / 'dump')}{extra}""")
+    return path
+
+
+def results(stdout: str) -> Dict[int, dict]:
+    found = {}
+    for match in re.finditer(r"^\[r(\d+) d\d+\] RESULT (.*)$", stdout, re.MULTILINE):
+        found[int(match.group(1))] = json.loads(match.group(2))
+    return found
+
+
+def test_options_land_in_every_kind_of_session(tmp_path: Path) -> None:
+    result = run_cli("run", str(job(tmp_path, 2, "explicit, config, plain, monitored")), "--job-id", "tf",
+                     timeout=180)
+    assert result.returncode == 0, result.stderr
+    got = results(result.stdout)
+    assert sorted(got) == [0, 1]
+    for rank, ways in got.items():
+        assert sorted(ways) == ["config", "explicit", "monitored", "plain"]
+        for way, seen in ways.items():
+            params = seen["params"]
+            assert params["hcom_parallel"] == ["b", True], way
+            assert params["precision_mode"] == ["s", "allow_mix_precision"], way
+            assert params["enable_dump"] == ["b", True], way
+            assert params["dump_path"] == ["s", str(tmp_path / "dump" / str(rank))], way
+            assert seen["remapping"] == 2 and seen["memory_optimization"] == 2  # RewriterConfig.OFF, as CANN asks
+            if way == "plain":
+                assert params["iterations_per_loop"] == ["i", 10]
+            else:  # the script set 5 itself: by default the script wins, with a warning
+                assert params["iterations_per_loop"] == ["i", 5], way
+                assert seen["soft"] is True and seen["inter_op"] == 2, way  # the script's settings survive
+        assert ways["config"]["script_config_unchanged"] is True
+    assert "the script sets 5, the YAML sets 10; keeping the script's" in result.stderr
+    record = json.loads((tmp_path / "logs" / "tf" / "rank-1" / "session_options.json").read_text())
+    assert record["options"]["dump_path"] == str(tmp_path / "dump" / "1")
+    assert record["conflicts"] == [] or "iterations_per_loop" in record["conflicts"][0]
+
+
+def test_yaml_precedence_overrides_the_script(tmp_path: Path) -> None:
+    result = run_cli("run", str(job(tmp_path, 1, "config", "session_precedence: yaml\n")), "--job-id", "tf",
+                     timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert results(result.stdout)[0]["config"]["params"]["iterations_per_loop"] == ["i", 10]
+    assert "keeping the YAML's" in result.stderr
+
+
+def test_the_readme_main_job_trains_4_ranks_to_identical_weights(log_dir: Path, marker: str) -> None:
+    result = run_cli("run", "cluster_configs/local-4.yaml", "--log-dir", str(log_dir), "--job-id", "demo",
+                     env={"NPLTEST_MARKER": marker}, timeout=240)
+    assert result.returncode == 0, result.stderr
+    weights = []
+    for rank in range(4):
+        assert f"[r{rank} d{rank}] rank {rank}: weights identical on all 4 ranks: yes" in result.stdout
+        rank_dir = log_dir / "demo" / f"rank-{rank}"
+        weights.append(json.loads((rank_dir / "weights.json").read_text()))
+        got = json.loads((rank_dir / "session_options.json").read_text())["options"]
+        assert got["iterations_per_loop"] == 50 and got["hcom_parallel"] is True
+    assert weights[1:] == weights[:1] * 3
+    expected = [(i + 1) / 8 for i in range(8)] + [0.5]  # the synthetic data's true weights and bias
+    assert max(abs(a - b) for a, b in zip(weights[0], expected)) < 0.02
+
+
+def test_two_ranks_train_and_a_peer_that_never_joins_does_not_hang_the_job(tmp_path: Path, marker: str) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(f"""version: 1
+job:
+  command: [{sys.executable}, examples/tf_train.py, --steps, "50", --fail-rank, "1", --fail-after, "6"]
+  workdir: {ROOT}
+  log_dir: {tmp_path / 'logs'}
+  grace_period_s: 2
+hosts:
+  - {{host: localhost, devices: 2}}
+cpu_fallback: true
+""")
+    started = time.monotonic()
+    result = run_cli("run", str(path), "--job-id", "peer", env={"NPLTEST_MARKER": marker}, timeout=120)
+    assert result.returncode == 1
+    assert "root cause: rank 1 exited with code 3" in result.stderr
+    events = [json.loads(line) for line in (tmp_path / "logs" / "peer" / "events.jsonl").read_text().splitlines()]
+    failed = next(e["time"] for e in events if e["kind"] == "rank_exited" and e["rank"] == 1)
+    # rank 0 waits in its all-reduce for a peer that never comes; the stop (SIGTERM, then SIGKILL
+    # after the 2 s grace period if TensorFlow ignores it) ends it
+    assert events[-1]["time"] - failed < 2 + 1.5
+    assert time.monotonic() - started < 60
+
+
+def test_data_preprocessing_mode_reaches_the_session(tmp_path: Path) -> None:
+    path = job(tmp_path, 2, "plain", "data_preprocess: host_main\n")
+    result = run_cli("run", str(path), "--job-id", "pre", timeout=120)
+    assert result.returncode == 0, result.stderr
+    for rank, ways in results(result.stdout).items():
+        params = ways["plain"]["params"]
+        assert params["local_rank_id"] == ["i", rank] and params["local_device_list"] == ["s", "0,1"]
+
+
+def test_the_legacy_example_gets_the_options_without_changes(log_dir: Path) -> None:
+    result = run_cli("run", "examples/legacy.yaml", "--log-dir", str(log_dir), "--job-id", "legacy", timeout=120)
+    assert result.returncode == 0, result.stderr
+    for rank in range(2):
+        assert f"[r{rank} d{rank}] done: loss" in result.stdout
+        got = json.loads((log_dir / "legacy" / f"rank-{rank}" / "session_options.json").read_text())
+        assert got["via"] == "injection"
+        assert got["options"] == {"dump_path": f"/tmp/npulaunch-dump/legacy/{rank}", "iterations_per_loop": 1,
+                                  "precision_mode_v2": "origin", "use_off_line": True}
+
+
+def test_initialize_system_uses_npu_bridge_with_the_options_cann_requires(tmp_path: Path) -> None:
+    log = tmp_path / "npu_bridge.log"
+    code = """
+import json, os, tensorflow as tf
+from npulaunch import session
+tf.compat.v1.disable_eager_execution()
+shutdown = session.initialize_system()
+shutdown()
+print(json.dumps(json.load(open(os.path.join(os.environ['NPULAUNCH_RANK_DIR'], 'session_options.json')))))
+"""
+    path = tmp_path / "job.yaml"
+    path.write_text(f"""version: 1
+job:
+  command: [{sys.executable}, -c, {json.dumps(code)}]
+  log_dir: {tmp_path / 'logs'}
+hosts: [{{host: localhost, devices: 1}}]
+env:
+  PYTHONPATH: {STANDINS / 'python'}
+  NPU_BRIDGE_STANDIN_LOG: {log}
+session_options:
+  enable_dump: true
+  dump_path: /tmp/dump/{{rank}}
+  hcom_parallel: true
+""")
+    result = run_cli("run", str(path), "--job-id", "init", timeout=120)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    assert events == ["npu_init imported", "initialize_system", "shutdown_system"]
+    got = json.loads(result.stdout.split("] ", 1)[1])
+    # only the options CANN requires on the initialisation session (hcom_parallel is not one of them)
+    assert got["options"] == {"dump_path": "/tmp/dump/0", "enable_dump": True}
+
+
+def test_without_npu_bridge_initialize_system_does_nothing() -> None:
+    from npulaunch import session
+
+    assert session.initialize_system()() is None
+
+
+def test_two_ranks_train_to_identical_weights(log_dir: Path) -> None:
+    result = run_cli("run", "cluster_configs/local-4.yaml", "--nproc-per-node", "2", "--log-dir", str(log_dir),
+                     "--job-id", "two", "--", "python3", "examples/tf_train.py", "--steps", "60", timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("weights identical on all 2 ranks: yes") == 2
+    first, second = (json.loads((log_dir / "two" / f"rank-{r}" / "weights.json").read_text()) for r in (0, 1))
+    assert first == second
+
+
+def tf1_python() -> str:
+    """An interpreter with TensorFlow 1.15 (CANN's TF stack), set up by .ci/run; see README."""
+    return os.environ.get("NPULAUNCH_TF1_PYTHON", "")
+
+
+def test_options_land_in_tensorflow_1_15_sessions(tmp_path: Path) -> None:
+    python = tf1_python()
+    require(bool(python) and os.path.exists(python), "a Python 3.7 with tensorflow-cpu 1.15 (NPULAUNCH_TF1_PYTHON)")
+    path = job(tmp_path, 1, "explicit, config, plain, monitored", f"env:\n  PYTHONPATH: {ROOT}\n")
+    path.write_text(path.read_text().replace(sys.executable, python))
+    result = run_cli("run", str(path), "--job-id", "tf1", timeout=180)
+    assert result.returncode == 0, result.stderr
+    ways = results(result.stdout)[0]
+    assert sorted(ways) == ["config", "explicit", "monitored", "plain"]
+    for way, seen in ways.items():
+        assert seen["params"]["hcom_parallel"] == ["b", True], way
+        assert seen["params"]["precision_mode"] == ["s", "allow_mix_precision"], way
+        assert seen["params"]["iterations_per_loop"] == ["i", 10 if way == "plain" else 5], way
+        assert seen["remapping"] == 2 and seen["memory_optimization"] == 2
+    assert ways["config"]["script_config_unchanged"] is True
