@@ -31,8 +31,10 @@ def main() -> None:
         a.append(timed(plain))
         b.append(timed(injected))
     ma, mb = statistics.median(a), statistics.median(b)
-    print(f"| start-up without injection | with injection | added |\n|---:|---:|---:|\n"
-          f"| {1000 * ma:.1f} ms | {1000 * mb:.1f} ms | {1000 * (mb - ma):.1f} ms |")
+    print(
+        f"| start-up without injection | with injection | added |\n|---:|---:|---:|\n"
+        f"| {1000 * ma:.1f} ms | {1000 * mb:.1f} ms | {1000 * (mb - ma):.1f} ms |"
+    )
 
 
 if __name__ == "__main__":

@@ -86,6 +86,7 @@ wait
 @dataclass(frozen=True)
 class Job:
     """One launch: N ranks of cmd, files under run_dir, console 'none' or 'all' (npulaunch)."""
+
     n: int
     cmd: list[str]
     run_dir: str
@@ -106,15 +107,24 @@ def venv_or_system_python(module: str) -> str | None:
     """bench/.venv's python if it has the module, else python3 if it has it, else None."""
     probe = f"import importlib.util, sys; sys.exit(not importlib.util.find_spec('{module}'))"
     for py in (VENV_PY, PY):
-        if os.path.exists(py) and subprocess.run([py, "-c", probe], check=False, stdout=subprocess.DEVNULL,
-                                                 stderr=subprocess.DEVNULL).returncode == 0:
+        if (
+            os.path.exists(py)
+            and subprocess.run(
+                [py, "-c", probe], check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            ).returncode
+            == 0
+        ):
             return py
     return None
 
 
 def dist_version(py: str, dist: str) -> str:
-    out = subprocess.run([py, "-c", f"import importlib.metadata as m; print(m.version('{dist}'))"],
-                         check=False, capture_output=True, text=True)
+    out = subprocess.run(
+        [py, "-c", f"import importlib.metadata as m; print(m.version('{dist}'))"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     return out.stdout.strip() or "?"
 
 
@@ -124,9 +134,14 @@ def rank_files(*names: str) -> Callable[[Job], list[list[str]]]:
 
 
 def floor_launcher() -> Launcher:
-    return Launcher("floor", f"Python {platform.python_version()}", "",
-                    lambda j: [PY, "-c", FLOOR, str(j.n), j.run_dir, str(GRACE_S), *j.cmd],
-                    rank_files("rank{r}.log"), f"{GRACE_S} s")
+    return Launcher(
+        "floor",
+        f"Python {platform.python_version()}",
+        "",
+        lambda j: [PY, "-c", FLOOR, str(j.n), j.run_dir, str(GRACE_S), *j.cmd],
+        rank_files("rank{r}.log"),
+        f"{GRACE_S} s",
+    )
 
 
 def bash_launcher() -> Launcher:
@@ -134,9 +149,14 @@ def bash_launcher() -> Launcher:
     if not bash:
         return Launcher("bash", "", "bash not found")
     version = subprocess.run([bash, "-c", "echo $BASH_VERSION"], check=False, capture_output=True, text=True)
-    return Launcher("bash", version.stdout.strip(), "",
-                    lambda j: [bash, "-c", BASH, "bash", str(j.n), j.run_dir, *j.cmd],
-                    rank_files("rank{r}.log"), "none: `wait` signals no one")
+    return Launcher(
+        "bash",
+        version.stdout.strip(),
+        "",
+        lambda j: [bash, "-c", BASH, "bash", str(j.n), j.run_dir, *j.cmd],
+        rank_files("rank{r}.log"),
+        "none: `wait` signals no one",
+    )
 
 
 def torchrun_launcher() -> Launcher:
@@ -146,22 +166,62 @@ def torchrun_launcher() -> Launcher:
 
     def logs(j: Job) -> list[list[str]]:  # DIR/<rdzv id>_<random>/attempt_0/<local rank>/std{out,err}.log
         return [sorted(glob.glob(os.path.join(j.run_dir, "*", "attempt_0", str(r), "std*.log"))) for r in range(j.n)]
-    return Launcher("torchrun", f"torch {dist_version(py, 'torch')}", "",
-                    lambda j: [py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(j.n),
-                               "--log-dir", j.run_dir, "--redirects", "3", "--tee", "3",
-                               "--shutdown-timeout", str(GRACE_S), "--no-python", *j.cmd],
-                    logs, f"30 s on a rank failure (`_stop_workers` ignores --shutdown-timeout {GRACE_S})")
+
+    return Launcher(
+        "torchrun",
+        f"torch {dist_version(py, 'torch')}",
+        "",
+        lambda j: [
+            py,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            str(j.n),
+            "--log-dir",
+            j.run_dir,
+            "--redirects",
+            "3",
+            "--tee",
+            "3",
+            "--shutdown-timeout",
+            str(GRACE_S),
+            "--no-python",
+            *j.cmd,
+        ],
+        logs,
+        f"30 s on a rank failure (`_stop_workers` ignores --shutdown-timeout {GRACE_S})",
+    )
 
 
 def npulaunch_launcher() -> Launcher:
     if subprocess.run([PY, "-c", "import npulaunch"], check=False, stderr=subprocess.DEVNULL).returncode:
         return Launcher("npulaunch", "", "npulaunch not importable by python3 (pip install -e .)")
-    return Launcher("npulaunch", dist_version(PY, "npulaunch"), "",
-                    lambda j: [PY, "-m", "npulaunch", "run", "--nproc-per-node", str(j.n), "--log-dir", j.run_dir,
-                               "--job-id", "job", "--console", j.console, "--grace-period", str(GRACE_S),
-                               "--", *j.cmd],
-                    rank_files("job/rank-{r}/stdout.log", "job/rank-{r}/stderr.log"),
-                    f"{GRACE_S} s (--grace-period)")
+    return Launcher(
+        "npulaunch",
+        dist_version(PY, "npulaunch"),
+        "",
+        lambda j: [
+            PY,
+            "-m",
+            "npulaunch",
+            "run",
+            "--nproc-per-node",
+            str(j.n),
+            "--log-dir",
+            j.run_dir,
+            "--job-id",
+            "job",
+            "--console",
+            j.console,
+            "--grace-period",
+            str(GRACE_S),
+            "--",
+            *j.cmd,
+        ],
+        rank_files("job/rank-{r}/stdout.log", "job/rank-{r}/stderr.log"),
+        f"{GRACE_S} s (--grace-period)",
+    )
 
 
 def msrun_launcher(shim_dir: str) -> Launcher:
@@ -172,10 +232,26 @@ def msrun_launcher(shim_dir: str) -> Launcher:
     # msrun runs `python3 ARGS` from PATH: shim_dir/python3 is this interpreter, not pyenv's shim.
     os.symlink(PY, os.path.join(shim_dir, "python3"))
     version = dist_version(os.path.join(os.path.dirname(msrun), "python"), "mindspore")
-    return Launcher("msrun", f"mindspore {version}", "",
-                    lambda j: [msrun, "--worker_num", str(j.n), "--local_worker_num", str(j.n), "--log_dir",
-                               j.run_dir, "--join", "True", "python3", *j.cmd[1:]],
-                    rank_files("worker_{r}.log"), "none: SIGKILL at once (after its 1 s poll)")
+    return Launcher(
+        "msrun",
+        f"mindspore {version}",
+        "",
+        lambda j: [
+            msrun,
+            "--worker_num",
+            str(j.n),
+            "--local_worker_num",
+            str(j.n),
+            "--log_dir",
+            j.run_dir,
+            "--join",
+            "True",
+            "python3",
+            *j.cmd[1:],
+        ],
+        rank_files("worker_{r}.log"),
+        "none: SIGKILL at once (after its 1 s poll)",
+    )
 
 
 def build_launchers(shim_dir: str) -> list[Launcher]:

@@ -24,13 +24,19 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def write_config(directory: Path, hosts: int, devices: int) -> Path:
     """A job of ``hosts`` servers with ``devices`` NPUs each, every NPU with its address."""
-    lines = ["job:", "  name: scale", "  command: [python3, train.py, --epochs=1]", f"  log_dir: {directory}",
-             "hosts:"]
+    lines = ["job:", "  name: scale", "  command: [python3, train.py, --epochs=1]", f"  log_dir: {directory}", "hosts:"]
     for h in range(hosts):
         ips = ", ".join(f"10.{100 + d}.{h // 250}.{h % 250 + 1}" for d in range(devices))
         lines.append(f"  - {{host: 172.16.{h // 250}.{h % 250 + 1}, devices: {devices}, device_ips: [{ips}]}}")
-    lines += ["env:", "  HCCL_CONNECT_TIMEOUT: 1200", "session_options:", "  hcom_parallel: true",
-              "  iterations_per_loop: 100", "rank_table: required", ""]
+    lines += [
+        "env:",
+        "  HCCL_CONNECT_TIMEOUT: 1200",
+        "session_options:",
+        "  hcom_parallel: true",
+        "  iterations_per_loop: 100",
+        "rank_table: required",
+        "",
+    ]
     path = directory / f"scale-{hosts}x{devices}.yaml"
     path.write_text("\n".join(lines))
     return path
@@ -40,8 +46,12 @@ def measure(config: Path) -> Tuple[float, float, int]:
     """(wall s, peak RSS MB, bytes of JSON) of one ``npulaunch plan --json``."""
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "npulaunch", "plan", "--json", str(config)], stdout=out,
-                                stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "npulaunch", "plan", "--json", str(config)],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         size = out.tell()
@@ -65,9 +75,16 @@ def main() -> None:
             for hosts in (int(h) for h in args.hosts.split(",")):
                 config = write_config(Path(work), hosts, devices)
                 runs = [measure(config) for _ in range(args.repeats)]
-                rows.append({"hosts": hosts, "devices": devices, "ranks": hosts * devices,
-                             "wall_s": statistics.median(r[0] for r in runs),
-                             "peak_rss_mb": statistics.median(r[1] for r in runs), "json_mb": runs[0][2] / 1e6})
+                rows.append(
+                    {
+                        "hosts": hosts,
+                        "devices": devices,
+                        "ranks": hosts * devices,
+                        "wall_s": statistics.median(r[0] for r in runs),
+                        "peak_rss_mb": statistics.median(r[1] for r in runs),
+                        "json_mb": runs[0][2] / 1e6,
+                    }
+                )
                 print(f"{hosts} x {devices}: {rows[-1]['wall_s']:.2f} s, {rows[-1]['peak_rss_mb']:.0f} MB", flush=True)
     (out / "plan_scale.json").write_text(json.dumps(rows, indent=2) + "\n")
     (out / "plan_scale.md").write_text(render(rows, args.repeats))
@@ -77,12 +94,16 @@ def main() -> None:
 def render(rows: List[Dict[str, float]], repeats: int) -> str:
     """The table; the last two columns are what each rank added since the next smaller size (the
     fixed cost, about 0.1 s and 18 MB of interpreter and imports, cancels out)."""
-    lines = ["# Scale of the pure layers: `npulaunch plan --json`", "",
-             f"{os.cpu_count()} cores, Python {sys.version.split()[0]}; with a rank table; medians of {repeats} runs.",
-             "Peak memory is the process's maximum RSS (wait4). The JSON is every rank's environment and",
-             "session options, streamed one line per rank.", "",
-             "| hosts | devices | ranks | wall (s) | peak RSS (MB) | JSON (MB) | ms per added rank | KB per added rank |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "# Scale of the pure layers: `npulaunch plan --json`",
+        "",
+        f"{os.cpu_count()} cores, Python {sys.version.split()[0]}; with a rank table; medians of {repeats} runs.",
+        "Peak memory is the process's maximum RSS (wait4). The JSON is every rank's environment and",
+        "session options, streamed one line per rank.",
+        "",
+        "| hosts | devices | ranks | wall (s) | peak RSS (MB) | JSON (MB) | ms per added rank | KB per added rank |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     previous: Dict[float, Dict[str, float]] = {}
     for row in rows:
         before = previous.get(row["devices"])
@@ -90,11 +111,15 @@ def render(rows: List[Dict[str, float]], repeats: int) -> str:
             marginal = "- | -"
         else:
             added = row["ranks"] - before["ranks"]
-            marginal = (f"{1000 * (row['wall_s'] - before['wall_s']) / added:.3f} | "
-                        f"{1024 * (row['peak_rss_mb'] - before['peak_rss_mb']) / added:.1f}")
+            marginal = (
+                f"{1000 * (row['wall_s'] - before['wall_s']) / added:.3f} | "
+                f"{1024 * (row['peak_rss_mb'] - before['peak_rss_mb']) / added:.1f}"
+            )
         previous[row["devices"]] = row
-        lines.append(f"| {row['hosts']:.0f} | {row['devices']:.0f} | {row['ranks']:.0f} | {row['wall_s']:.2f} | "
-                     f"{row['peak_rss_mb']:.0f} | {row['json_mb']:.1f} | {marginal} |")
+        lines.append(
+            f"| {row['hosts']:.0f} | {row['devices']:.0f} | {row['ranks']:.0f} | {row['wall_s']:.2f} | "
+            f"{row['peak_rss_mb']:.0f} | {row['json_mb']:.1f} | {marginal} |"
+        )
     return "\n".join(lines) + "\n"
 
 

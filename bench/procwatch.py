@@ -55,7 +55,7 @@ def marked(marker: str) -> list[int]:
                     stat = f.read()
             except OSError:
                 continue
-            if stat[stat.rindex(b")") + 2:][:1] != b"Z":
+            if stat[stat.rindex(b")") + 2 :][:1] != b"Z":
                 found.append(int(name))
     return found
 
@@ -69,7 +69,7 @@ def parents() -> dict[int, int]:
                     stat = f.read()
             except OSError:
                 continue
-            table[int(name)] = int(stat[stat.rindex(b")") + 2:].split()[1])
+            table[int(name)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
     return table
 
 
@@ -98,14 +98,21 @@ def launch(argv: list[str], env: dict[str, str], sample_ms: float = 0) -> Outcom
     Waits in a blocking waitpid: Popen.wait(timeout) polls with sleeps of up to 50 ms."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     timed_out = threading.Event()
 
     def kill() -> None:
         timed_out.set()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+
     timer = threading.Timer(RUN_TIMEOUT_S, kill)
     timer.start()
     tree: dict[int, tuple] = {}

@@ -1,7 +1,8 @@
 """Multi-host start-up over SSH: time from `npulaunch run` to every rank started, and to the end
 of a job of trivial ranks, for 1, 3 and 6 test hosts (network namespaces with their own sshd, as
 in the tests; needs root, iproute2, util-linux, openssh-server and the ssh extra). Also: time
-from a remote rank's failure to the launcher's exit. Usage: sudo python3 bench/ssh_startup.py [--hosts 1,3,6] [--repeats 5]
+from a remote rank's failure to the launcher's exit.
+Usage: sudo python3 bench/ssh_startup.py [--hosts 1,3,6] [--repeats 5]
 
 Besides wall times it reports the launcher's own CPU time and the CPU time the whole machine
 spent (every sshd, login shell, agent and rank of every test host, since they all share this
@@ -31,7 +32,7 @@ def job(root: Path, hosts: NetnsHosts, count: int, rank_args: str) -> Path:
     config = root / f"job-{count}.yaml"
     config.write_text(f"""job:
   command: [{sys.executable}, -c, "{rank_args}"]
-  log_dir: {root / 'logs'}
+  log_dir: {root / "logs"}
   grace_period_s: 1
 hosts:
 {entries}rank_table: none
@@ -51,8 +52,11 @@ def once(config: Path, job_id: str) -> tuple:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy = busy_cpu_s()
     start = time.time()
-    subprocess.run([sys.executable, "-m", "npulaunch", "run", str(config), "--job-id", job_id],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "npulaunch", "run", str(config), "--job-id", job_id],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     end = time.time()
     busy = busy_cpu_s() - busy
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -73,20 +77,31 @@ def main() -> None:
     hosts = NetnsHosts(root / "hosts", max(counts + [3]), BENCH_NET).up()  # apart from the tests' hosts
     try:
         print(f"machine: {os.cpu_count()} cores; 2 trivial ranks per host; {args.repeats} runs, medians")
-        print("| hosts | ranks | run -> all ranks started | run -> job done | launcher CPU | machine CPU |\n"
-              "|---:|---:|---:|---:|---:|---:|")
+        print(
+            "| hosts | ranks | run -> all ranks started | run -> job done | launcher CPU | machine CPU |\n"
+            "|---:|---:|---:|---:|---:|---:|"
+        )
         for count in counts:
             config = job(root, hosts, count, "print(1)")
             runs = [once(config, f"s{count}-{i}") for i in range(args.repeats)]
-            print(f"| {count} | {2 * count} | {statistics.median(r[0] for r in runs):.2f} s | "
-                  f"{statistics.median(r[1] for r in runs):.2f} s | {statistics.median(r[3] for r in runs):.2f} s | "
-                  f"{statistics.median(r[4] for r in runs):.2f} s |")
-        config = job(root, hosts, 3, "import os, time, sys; time.sleep(1); "
-                                     "sys.exit(3 if os.environ['RANK_ID'] == '3' else 0) if os.environ['RANK_ID'] == '3' "
-                                     "else time.sleep(60)")
+            print(
+                f"| {count} | {2 * count} | {statistics.median(r[0] for r in runs):.2f} s | "
+                f"{statistics.median(r[1] for r in runs):.2f} s | {statistics.median(r[3] for r in runs):.2f} s | "
+                f"{statistics.median(r[4] for r in runs):.2f} s |"
+            )
+        config = job(
+            root,
+            hosts,
+            3,
+            "import os, time, sys; time.sleep(1); "
+            "sys.exit(3 if os.environ['RANK_ID'] == '3' else 0) if os.environ['RANK_ID'] == '3' "
+            "else time.sleep(60)",
+        )
         runs = [once(config, f"f-{i}") for i in range(max(1, min(3, args.repeats)))]
-        print(f"\nremote rank failure -> launcher exit (3 hosts, grace 1 s, ranks obey SIGTERM): "
-              f"{statistics.median(r[2] for r in runs):.2f} s")
+        print(
+            f"\nremote rank failure -> launcher exit (3 hosts, grace 1 s, ranks obey SIGTERM): "
+            f"{statistics.median(r[2] for r in runs):.2f} s"
+        )
     finally:
         hosts.down()
         shutil.rmtree(root, ignore_errors=True)

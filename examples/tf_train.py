@@ -53,8 +53,9 @@ class Averager:
             cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]
             self.config = tf.compat.v1.ConfigProto()
             self.config.experimental.collective_group_leader = "/job:worker/replica:0/task:0"
-            self.server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name="worker",
-                                               task_index=rank, config=self.config, start=True)
+            self.server = tf.distribute.Server(
+                tf.train.ClusterSpec(cluster), job_name="worker", task_index=rank, config=self.config, start=True
+            )
 
     def device(self):
         return tf.device("/job:worker/task:%d" % self.rank) if self.server else _nothing()
@@ -65,11 +66,14 @@ class Averager:
         self.keys += 1
         if self.npu:
             from npu_bridge.hccl import hccl_ops
+
             total = hccl_ops.allreduce(tensor, {"Add": "sum", "Max": "max", "Min": "min"}[op])
             return total / self.size if final == "Div" else total
         from tensorflow.python.ops import collective_ops
-        return collective_ops.all_reduce(tensor, self.size, group_key=1, instance_key=self.keys,
-                                         merge_op=op, final_op=final)
+
+        return collective_ops.all_reduce(
+            tensor, self.size, group_key=1, instance_key=self.keys, merge_op=op, final_op=final
+        )
 
 
 class _nothing:
@@ -134,8 +138,11 @@ def main():
             final, difference = sess.run([params, spread])
     identical = float(np.max(np.abs(difference))) == 0.0
     print("rank %d weights %s" % (rank, json.dumps([round(float(v), 6) for v in final])))
-    print("rank %d: weights identical on all %d ranks: %s (%.1f s)"
-          % (rank, size, "yes" if identical else "NO", time.time() - started), flush=True)
+    print(
+        "rank %d: weights identical on all %d ranks: %s (%.1f s)"
+        % (rank, size, "yes" if identical else "NO", time.time() - started),
+        flush=True,
+    )
     rank_dir = os.environ.get("NPULAUNCH_RANK_DIR")
     if rank_dir:
         with open(os.path.join(rank_dir, "weights.json"), "w") as handle:

@@ -12,8 +12,17 @@ import random
 import sys
 import time
 
-RANK_VARS = ("RANK_ID", "RANK_SIZE", "DEVICE_ID", "ASCEND_DEVICE_ID", "JOB_ID", "RANK_TABLE_FILE",
-             "HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT", "ASCEND_PROCESS_LOG_PATH")
+RANK_VARS = (
+    "RANK_ID",
+    "RANK_SIZE",
+    "DEVICE_ID",
+    "ASCEND_DEVICE_ID",
+    "JOB_ID",
+    "RANK_TABLE_FILE",
+    "HCCL_CONNECT_TIMEOUT",
+    "HCCL_EXEC_TIMEOUT",
+    "ASCEND_PROCESS_LOG_PATH",
+)
 
 
 def main() -> int:

@@ -37,73 +37,119 @@ exit codes: 0 all ranks succeeded; 1 a rank failed; 2 bad configuration or usage
 
 def _add_job_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", nargs="?", help="cluster YAML file (optional when a command follows '--')")
-    parser.add_argument("--nproc-per-node", type=int, metavar="N",
-                        help="ranks per host: devices 0..N-1 (overrides hosts[].devices)")
+    parser.add_argument(
+        "--nproc-per-node", type=int, metavar="N", help="ranks per host: devices 0..N-1 (overrides hosts[].devices)"
+    )
     parser.add_argument("--devices", metavar="IDS", help="comma-separated device ids, e.g. 0,1,2,3")
     parser.add_argument("--log-dir", metavar="DIR", help="where job directories are created (job.log_dir)")
     parser.add_argument("--job-id", metavar="ID", help="JOB_ID and job directory name (job.id)")
-    parser.add_argument("--grace-period", type=float, metavar="S",
-                        help="seconds between SIGTERM and SIGKILL when stopping ranks (job.grace_period_s)")
+    parser.add_argument(
+        "--grace-period",
+        type=float,
+        metavar="S",
+        help="seconds between SIGTERM and SIGKILL when stopping ranks (job.grace_period_s)",
+    )
     parser.add_argument("--console", choices=("all", "rank0", "none"), help="which ranks' output to show")
     parser.add_argument("--rank-table", choices=("auto", "required", "none"), help="HCCL rank table policy")
-    parser.add_argument("--max-restarts", type=int, metavar="N",
-                        help="restart the whole job up to N times after a retryable failure (job.max_restarts)")
-    parser.add_argument("--hang-timeout", type=float, metavar="S",
-                        help="declare a hang after S seconds without output (monitor.hang_timeout_s; 0 = off)")
-    parser.add_argument("--scheduler", choices=("auto", "slurm", "mpi", "volcano", "k8s", "none"), default="auto",
-                        help="whose environment gives the hosts and this node's place (default: detected)")
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        metavar="N",
+        help="restart the whole job up to N times after a retryable failure (job.max_restarts)",
+    )
+    parser.add_argument(
+        "--hang-timeout",
+        type=float,
+        metavar="S",
+        help="declare a hang after S seconds without output (monitor.hang_timeout_s; 0 = off)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        choices=("auto", "slurm", "mpi", "volcano", "k8s", "none"),
+        default="auto",
+        help="whose environment gives the hosts and this node's place (default: detected)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="npulaunch", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="npulaunch", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"npulaunch {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    run = commands.add_parser("run", help="start the job and watch it until it ends",
-                              description="Start every rank, watch them, stop all on the first failure.")
+    run = commands.add_parser(
+        "run",
+        help="start the job and watch it until it ends",
+        description="Start every rank, watch them, stop all on the first failure.",
+    )
     _add_job_flags(run)
     run.add_argument("--ranks", metavar="IDS", help="show only these ranks' output, e.g. 0,3 (all go to files)")
     run.add_argument("--no-live", action="store_true", help="no live status view, even on a terminal")
-    run.add_argument("--debug", action="store_true",
-                     help="log every decision (spawns, signals, events, teardown) to launcher.log in the job "
-                          "directory (also NPULAUNCH_DEBUG=1)")
-    plan = commands.add_parser("plan", help="show what would run: ranks, devices, environment",
-                               description="Print the launch plan without starting anything.")
+    run.add_argument(
+        "--debug",
+        action="store_true",
+        help="log every decision (spawns, signals, events, teardown) to launcher.log in the job "
+        "directory (also NPULAUNCH_DEBUG=1)",
+    )
+    plan = commands.add_parser(
+        "plan",
+        help="show what would run: ranks, devices, environment",
+        description="Print the launch plan without starting anything.",
+    )
     _add_job_flags(plan)
     plan.add_argument("--json", action="store_true", help="the full plan as JSON (environments included)")
-    execute = commands.add_parser("exec", help="rank mode: become one rank of a job the scheduler started",
-                                  description="Under srun -n N / mpirun -n N: derive this task's rank, device and "
-                                              "environment from the scheduler and the YAML, write the rank table "
-                                              "once per node, then exec the command (no process stays between).")
+    execute = commands.add_parser(
+        "exec",
+        help="rank mode: become one rank of a job the scheduler started",
+        description="Under srun -n N / mpirun -n N: derive this task's rank, device and "
+        "environment from the scheduler and the YAML, write the rank table "
+        "once per node, then exec the command (no process stays between).",
+    )
     _add_job_flags(execute)
-    batch = commands.add_parser("sbatch", help="print (or submit) a Slurm batch script for the job",
-                                description="Render a ready sbatch script: the header from the YAML's slurm "
-                                            "section or these flags, srun starting npulaunch on every node.")
+    batch = commands.add_parser(
+        "sbatch",
+        help="print (or submit) a Slurm batch script for the job",
+        description="Render a ready sbatch script: the header from the YAML's slurm "
+        "section or these flags, srun starting npulaunch on every node.",
+    )
     batch.add_argument("config", help="cluster YAML file")
     batch.add_argument("--nodes", type=int, metavar="N", help="nodes to allocate (slurm.nodes; default: the hosts)")
     batch.add_argument("--time", metavar="LIMIT", help="time limit, e.g. 2:00:00 (slurm.time)")
     batch.add_argument("--partition", metavar="NAME", help="partition (slurm.partition)")
     batch.add_argument("--account", metavar="NAME", help="account (slurm.account)")
-    batch.add_argument("--mode", choices=("node", "rank"), default="node",
-                       help="node: one npulaunch per node (default); rank: one npulaunch exec per rank")
+    batch.add_argument(
+        "--mode",
+        choices=("node", "rank"),
+        default="node",
+        help="node: one npulaunch per node (default); rank: one npulaunch exec per rank",
+    )
     batch.add_argument("--job-id", metavar="ID", help="JOB_ID (default: SLURM_JOB_ID)")
     batch.add_argument("--submit", action="store_true", help="submit it with sbatch instead of printing it")
-    check = commands.add_parser("check", help="validate the configuration and every host; start nothing",
-                                description="Validate and plan the job, and check this host (or every host "
-                                            "over SSH: the same preflight as run); exit 0 or 2.")
+    check = commands.add_parser(
+        "check",
+        help="validate the configuration and every host; start nothing",
+        description="Validate and plan the job, and check this host (or every host "
+        "over SSH: the same preflight as run); exit 0 or 2.",
+    )
     _add_job_flags(check)
-    check.add_argument("--offline", action="store_true",
-                       help="do not connect to remote hosts: check the config and the plan only")
-    for name, what in (("status", "print each rank's state, last line and silence, running or finished"),
-                       ("report", "print a finished job's report again"),
-                       ("stop", "stop a running job from another terminal, on every host")):
+    check.add_argument(
+        "--offline", action="store_true", help="do not connect to remote hosts: check the config and the plan only"
+    )
+    for name, what in (
+        ("status", "print each rank's state, last line and silence, running or finished"),
+        ("report", "print a finished job's report again"),
+        ("stop", "stop a running job from another terminal, on every host"),
+    ):
         view = commands.add_parser(name, help=what, description=what[0].upper() + what[1:] + ".")
         view.add_argument("job_dir", help="the job directory (<log_dir>/<job_id>)")
         if name == "report":
             view.add_argument("--json", action="store_true", help="summary.json as it is")
     for name, what in (("options", "TF Adapter session options"), ("env-vars", "environment variables")):
-        catalog = commands.add_parser(name, help=f"list the {what} npulaunch knows and checks",
-                                      description=f"The catalog of {what}, from CANN's documentation.")
+        catalog = commands.add_parser(
+            name,
+            help=f"list the {what} npulaunch knows and checks",
+            description=f"The catalog of {what}, from CANN's documentation.",
+        )
         catalog.add_argument("name", nargs="?", help="show this entry in full")
         catalog.add_argument("--area", help="only this area (e.g. dump, memory, profiling)")
         catalog.add_argument("--search", metavar="WORD", help="only entries mentioning WORD")
@@ -119,9 +165,18 @@ def _parse_devices(text: str, flag: str = "--devices", limit: int = 63) -> Tuple
     except ValueError:
         ids = ()
     if not ids or len(set(ids)) != len(ids) or any(i < 0 or i > limit for i in ids):
-        raise ConfigError([ConfigProblem("command line", None, flag, repr(text),
-                                         f"distinct {'device ' if flag == '--devices' else ''}ids 0-{limit} "
-                                         "separated by commas, e.g. 0,1,2,3")])
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    "command line",
+                    None,
+                    flag,
+                    repr(text),
+                    f"distinct {'device ' if flag == '--devices' else ''}ids 0-{limit} "
+                    "separated by commas, e.g. 0,1,2,3",
+                )
+            ]
+        )
     return ids
 
 
@@ -131,35 +186,52 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> "Overr
 
     problems = []
     if args.nproc_per_node is not None and not 1 <= args.nproc_per_node <= 64:
-        problems.append(ConfigProblem("command line", None, "--nproc-per-node", str(args.nproc_per_node),
-                                      "an integer from 1 to 64"))
+        problems.append(
+            ConfigProblem("command line", None, "--nproc-per-node", str(args.nproc_per_node), "an integer from 1 to 64")
+        )
     if args.grace_period is not None and not 0 <= args.grace_period <= 3600:
-        problems.append(ConfigProblem("command line", None, "--grace-period", str(args.grace_period),
-                                      "seconds from 0 to 3600"))
+        problems.append(
+            ConfigProblem("command line", None, "--grace-period", str(args.grace_period), "seconds from 0 to 3600")
+        )
     if args.max_restarts is not None and not 0 <= args.max_restarts <= 100:
-        problems.append(ConfigProblem("command line", None, "--max-restarts", str(args.max_restarts),
-                                      "an integer from 0 to 100"))
+        problems.append(
+            ConfigProblem("command line", None, "--max-restarts", str(args.max_restarts), "an integer from 0 to 100")
+        )
     if args.hang_timeout is not None and args.hang_timeout < 0:
-        problems.append(ConfigProblem("command line", None, "--hang-timeout", str(args.hang_timeout),
-                                      "seconds >= 0 (0 turns the watchdog off)"))
+        problems.append(
+            ConfigProblem(
+                "command line",
+                None,
+                "--hang-timeout",
+                str(args.hang_timeout),
+                "seconds >= 0 (0 turns the watchdog off)",
+            )
+        )
     if args.nproc_per_node is not None and args.devices is not None:
-        problems.append(ConfigProblem("command line", None, "--devices", "both --devices and --nproc-per-node",
-                                      "one of them"))
+        problems.append(
+            ConfigProblem("command line", None, "--devices", "both --devices and --nproc-per-node", "one of them")
+        )
     if command is not None and not command:
         problems.append(ConfigProblem("command line", None, "--", "nothing after '--'", "the command to run"))
     if problems:
         raise ConfigError(problems)
     return Overrides(
-        command=tuple(command) if command else None, nproc_per_node=args.nproc_per_node,
-        devices=_parse_devices(args.devices) if args.devices is not None else None, log_dir=args.log_dir,
-        job_id=args.job_id, grace_period_s=args.grace_period,
+        command=tuple(command) if command else None,
+        nproc_per_node=args.nproc_per_node,
+        devices=_parse_devices(args.devices) if args.devices is not None else None,
+        log_dir=args.log_dir,
+        job_id=args.job_id,
+        grace_period_s=args.grace_period,
         console=ConsoleMode(args.console) if args.console else None,
-        rank_table=RankTableMode(args.rank_table) if args.rank_table else None, hang_timeout_s=args.hang_timeout,
-        max_restarts=args.max_restarts)
+        rank_table=RankTableMode(args.rank_table) if args.rank_table else None,
+        hang_timeout_s=args.hang_timeout,
+        max_restarts=args.max_restarts,
+    )
 
 
-def _load(args: argparse.Namespace, command: Optional[List[str]], rank_mode: bool = False,
-          starting: bool = False) -> "Loaded":
+def _load(
+    args: argparse.Namespace, command: Optional[List[str]], rank_mode: bool = False, starting: bool = False
+) -> "Loaded":
     from npulaunch.plan.prepare import load
 
     return load(args.config, _overrides(args, command), args.scheduler, rank_mode, starting)
@@ -231,16 +303,22 @@ def cmd_exec(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 def cmd_sbatch(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from npulaunch.config.cluster import load_config
-    from npulaunch.plan.sbatch import BatchOptions, render_sbatch, submit
     from npulaunch.config.sections import SLURM_TIME
+    from npulaunch.plan.sbatch import BatchOptions, render_sbatch, submit
 
     if args.nodes is not None and not 1 <= args.nodes <= 100000:
         raise UsageError("--nodes: an integer from 1 to 100000")
     if args.time is not None and not SLURM_TIME.match(args.time):
         raise UsageError(f"--time {args.time!r}: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
     config = load_config(args.config)
-    options = BatchOptions(nodes=args.nodes, time=args.time, partition=args.partition, account=args.account,
-                           mode=args.mode, job_id=args.job_id)
+    options = BatchOptions(
+        nodes=args.nodes,
+        time=args.time,
+        partition=args.partition,
+        account=args.account,
+        mode=args.mode,
+        job_id=args.job_id,
+    )
     script = render_sbatch(config, args.config, options, sys.executable)
     if not args.submit:
         sys.stdout.write(script)
@@ -290,9 +368,17 @@ def cmd_view(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 
 COMMANDS: Dict[str, Callable[[argparse.Namespace, Optional[List[str]]], int]] = {
-    "run": cmd_run, "exec": cmd_exec, "plan": cmd_plan, "check": cmd_check, "sbatch": cmd_sbatch,
-    "options": cmd_catalog, "env-vars": cmd_catalog,
-    "status": cmd_view, "report": cmd_view, "stop": cmd_view}
+    "run": cmd_run,
+    "exec": cmd_exec,
+    "plan": cmd_plan,
+    "check": cmd_check,
+    "sbatch": cmd_sbatch,
+    "options": cmd_catalog,
+    "env-vars": cmd_catalog,
+    "status": cmd_view,
+    "report": cmd_view,
+    "stop": cmd_view,
+}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -300,7 +386,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     command: Optional[List[str]] = None
     if "--" in words:
         split = words.index("--")
-        words, command = words[:split], words[split + 1:]
+        words, command = words[:split], words[split + 1 :]
     parser = build_parser()
     args = parser.parse_args(words)
     if args.command is None:

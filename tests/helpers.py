@@ -61,17 +61,40 @@ def npulaunch_argv(*args: str) -> List[str]:
     return [sys.executable, "-m", "npulaunch", *args]
 
 
-def run_cli(*args: str, env: Optional[Dict[str, str]] = None, cwd: Optional[Path] = None,
-            timeout: float = 60, standins: bool = False) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str,
+    env: Optional[Dict[str, str]] = None,
+    cwd: Optional[Path] = None,
+    timeout: float = 60,
+    standins: bool = False,
+) -> subprocess.CompletedProcess:
     """Run ``npulaunch ARGS`` to completion and capture its output."""
-    return subprocess.run(npulaunch_argv(*args), cwd=str(cwd or ROOT), env=base_env(env, standins),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        npulaunch_argv(*args),
+        cwd=str(cwd or ROOT),
+        env=base_env(env, standins),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def run_local(log_dir: Path, marker: str, *args: str, nproc: int = 4, timeout: float = 60):
     """``npulaunch run`` of job "m" with ``nproc`` local ranks (``args``: flags, then ``-- command``)."""
-    return run_cli("run", "--nproc-per-node", str(nproc), "--log-dir", str(log_dir), "--job-id", "m",
-                   "--grace-period", "1", *args, env={"NPLTEST_MARKER": marker}, timeout=timeout)
+    return run_cli(
+        "run",
+        "--nproc-per-node",
+        str(nproc),
+        "--log-dir",
+        str(log_dir),
+        "--job-id",
+        "m",
+        "--grace-period",
+        "1",
+        *args,
+        env={"NPLTEST_MARKER": marker},
+        timeout=timeout,
+    )
 
 
 def rank_cmd(script: str, *args: str) -> List[str]:
@@ -99,7 +122,8 @@ def marked_pids(job_uuid_or_marker: str) -> List[int]:
             if proc.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
             text = " ".join(proc.info["cmdline"] or []) + " ".join(
-                f"{k}={v}" for k, v in (proc.info["environ"] or {}).items())
+                f"{k}={v}" for k, v in (proc.info["environ"] or {}).items()
+            )
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
         if job_uuid_or_marker in text and proc.info["pid"] != os.getpid():
@@ -123,15 +147,35 @@ def host_plan(tmp_path: Path, marker: str, *rank_args: str, ranks: int = 2, grac
     specs = []
     for rank in range(ranks):
         rank_dir = tmp_path / f"rank-{rank}"
-        specs.append(RankSpec(
-            rank=rank, local_rank=rank, world_size=ranks, host="localhost", node_rank=0, device_id=rank,
-            argv=(sys.executable, str(RANKS / "rank.py"), *rank_args), cwd=str(tmp_path),
-            env={"RANK_ID": str(rank), "NPLTEST_MARKER": marker, "NPULAUNCH_JOB_UUID": marker},
-            env_unset=(), env_sources={}, session_options={}, rank_dir=str(rank_dir),
-            stdout_path=str(rank_dir / "stdout.log"), stderr_path=str(rank_dir / "stderr.log"),
-            plog_dir=str(rank_dir / "ascend")))
-    return HostPlan(job_id="t", job_uuid=marker, host="localhost", node_rank=0, job_dir=str(tmp_path),
-                    grace_period_s=grace, ranks=tuple(specs))
+        specs.append(
+            RankSpec(
+                rank=rank,
+                local_rank=rank,
+                world_size=ranks,
+                host="localhost",
+                node_rank=0,
+                device_id=rank,
+                argv=(sys.executable, str(RANKS / "rank.py"), *rank_args),
+                cwd=str(tmp_path),
+                env={"RANK_ID": str(rank), "NPLTEST_MARKER": marker, "NPULAUNCH_JOB_UUID": marker},
+                env_unset=(),
+                env_sources={},
+                session_options={},
+                rank_dir=str(rank_dir),
+                stdout_path=str(rank_dir / "stdout.log"),
+                stderr_path=str(rank_dir / "stderr.log"),
+                plog_dir=str(rank_dir / "ascend"),
+            )
+        )
+    return HostPlan(
+        job_id="t",
+        job_uuid=marker,
+        host="localhost",
+        node_rank=0,
+        job_dir=str(tmp_path),
+        grace_period_s=grace,
+        ranks=tuple(specs),
+    )
 
 
 def host_plan_dict(tmp_path: Path, marker: str, *rank_args: str) -> Dict:
@@ -148,8 +192,15 @@ def job_dirs(log_root: Path) -> Sequence[Path]:
 # through Slurm and hangs. pml ob1 + btl self,vader,tcp skip probing UCX/OFI/openib (half the start-up
 # time, and their warnings in containers); no single-copy (CMA needs ptrace rights some containers
 # lack); TCP on loopback only. Open MPI refuses an MCA parameter given twice: override through ``mca``.
-MPIRUN_MCA = {"plm": "isolated", "ras": "^slurm", "pml": "ob1", "btl": "self,vader,tcp",
-              "btl_vader_single_copy_mechanism": "none", "btl_tcp_if_include": "lo", "oob_tcp_if_include": "lo"}
+MPIRUN_MCA = {
+    "plm": "isolated",
+    "ras": "^slurm",
+    "pml": "ob1",
+    "btl": "self,vader,tcp",
+    "btl_vader_single_copy_mechanism": "none",
+    "btl_tcp_if_include": "lo",
+    "oob_tcp_if_include": "lo",
+}
 
 
 def mpirun_argv(n: int, mca: Optional[Dict[str, str]] = None) -> List[str]:
@@ -161,6 +212,7 @@ def mpirun_argv(n: int, mca: Optional[Dict[str, str]] = None) -> List[str]:
 
 
 # --- the package's source, read without importing it (for the boundary and layering checks)
+
 
 def package_sources(folder: Path = PACKAGE) -> List[Path]:
     """Every ``.py`` under ``folder``, found by walking it (``__pycache__`` and the like skipped)."""
@@ -202,7 +254,7 @@ def imports_of(path: Path, name: str = "") -> Iterator[Import]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) + 1 - node.level]
+                base = base[: len(base) + 1 - node.level]
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module or ""

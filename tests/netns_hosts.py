@@ -121,8 +121,10 @@ class NetnsHosts:
             known.append(f"{host.name},{host.address} {' '.join(key)}\n")
             config.append(f"Host {host.name}\n  HostName {host.address}\n")
         self.known_hosts.write_text("".join(known))
-        config.append(f"Host *\n  User root\n  IdentityFile {self.client_key}\n  IdentitiesOnly yes\n"
-                      f"  UserKnownHostsFile {self.known_hosts}\n  StrictHostKeyChecking yes\n  BatchMode yes\n")
+        config.append(
+            f"Host *\n  User root\n  IdentityFile {self.client_key}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {self.known_hosts}\n  StrictHostKeyChecking yes\n  BatchMode yes\n"
+        )
         self.ssh_config.write_text("".join(config))
         return self
 
@@ -147,9 +149,22 @@ class NetnsHosts:
             "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
             "StrictModes no\nUseDNS no\nPrintMotd no\nPrintLastLog no\nX11Forwarding no\nMaxStartups 200:30:400\n"
             f"MaxSessions 200\nSubsystem sftp /usr/lib/openssh/sftp-server\n"
-            f"SetEnv PATH={self.bin_dir}:{os.environ['PATH']}\n")
-        run("ip", "netns", "exec", ns, "nsenter", f"--uts={uts}", "--", SSHD, "-f", str(directory / "sshd_config"),
-            "-E", str(directory / "sshd.log"))
+            f"SetEnv PATH={self.bin_dir}:{os.environ['PATH']}\n"
+        )
+        run(
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "nsenter",
+            f"--uts={uts}",
+            "--",
+            SSHD,
+            "-f",
+            str(directory / "sshd_config"),
+            "-E",
+            str(directory / "sshd.log"),
+        )
         deadline = time.monotonic() + 5
         while not host.pid and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -259,9 +259,15 @@ class SlurmCluster:
 
     def _spawn(self, name: str, argv: List[Optional[str]]) -> subprocess.Popen:
         with open(self.log_dir / f"{name}.out", "ab") as out:
-            proc = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, env=self._daemon_env(), cwd=str(self.root),
-                                    start_new_session=True)  # a ^C to pytest reaches down(), not them
+            proc = subprocess.Popen(
+                [str(a) for a in argv],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self._daemon_env(),
+                cwd=str(self.root),
+                start_new_session=True,
+            )  # a ^C to pytest reaches down(), not them
         self.daemons[name] = proc
         return proc
 
@@ -276,16 +282,29 @@ class SlurmCluster:
             raise RuntimeError(f"munge socket path too long for a unix socket: {self.munge_socket}")
         # --force: munged refuses a socket below a directory not everybody may traverse, which pytest's
         # /tmp/pytest-of-root (0700) is; only root uses this cluster, so a warning is enough
-        self._spawn("munged", [tool("munged"), "-F", "--force", f"--socket={self.munge_socket}", f"--key-file={key}",
-                               f"--pid-file={self.munge_dir / 'munged.pid'}",
-                               f"--log-file={self.log_dir / 'munged.log'}",
-                               f"--seed-file={self.munge_dir / 'munged.seed'}"])
+        self._spawn(
+            "munged",
+            [
+                tool("munged"),
+                "-F",
+                "--force",
+                f"--socket={self.munge_socket}",
+                f"--key-file={key}",
+                f"--pid-file={self.munge_dir / 'munged.pid'}",
+                f"--log-file={self.log_dir / 'munged.log'}",
+                f"--seed-file={self.munge_dir / 'munged.seed'}",
+            ],
+        )
         deadline = time.monotonic() + timeout_s
         while True:
             cred = subprocess.run([tool("munge"), "-n", "-S", str(self.munge_socket)], capture_output=True)
-            if cred.returncode == 0 and subprocess.run(
-                    [tool("unmunge"), "-S", str(self.munge_socket)], input=cred.stdout,
-                    capture_output=True).returncode == 0:
+            if (
+                cred.returncode == 0
+                and subprocess.run(
+                    [tool("unmunge"), "-S", str(self.munge_socket)], input=cred.stdout, capture_output=True
+                ).returncode
+                == 0
+            ):
                 return
             if self.daemons["munged"].poll() is not None or time.monotonic() > deadline:
                 self._fail("munged did not come up (munge | unmunge self-test failed)")
@@ -294,8 +313,10 @@ class SlurmCluster:
     def _write_conf(self) -> None:
         r, ports = self.root, self.node_ports
         node_ports = f"[{ports[0]}-{ports[-1]}]" if self.nodes > 1 else str(ports[0])
-        nodes = (f"NodeName=n[1-{self.nodes}] NodeHostname={self.hostname} NodeAddr=127.0.0.1 Port={node_ports} "
-                 f"CPUs={self.cpus} State=UNKNOWN")
+        nodes = (
+            f"NodeName=n[1-{self.nodes}] NodeHostname={self.hostname} NodeAddr=127.0.0.1 Port={node_ports} "
+            f"CPUs={self.cpus} State=UNKNOWN"
+        )
         self.conf.write_text(f"""\
 {CONF_HEADER}: a throwaway cluster on this host, loopback only
 ClusterName=npltest
@@ -350,8 +371,13 @@ PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP O
     def node_states(self) -> Dict[str, str]:
         """node name -> state as sinfo prints it (idle, mixed, allocated, down*, ...); {} when unreachable."""
         try:
-            out = subprocess.run([tool("sinfo"), "-h", "-N", "-o", "%N %T"], capture_output=True, text=True,
-                                 env=self.client_env(), timeout=10)
+            out = subprocess.run(
+                [tool("sinfo"), "-h", "-N", "-o", "%N %T"],
+                capture_output=True,
+                text=True,
+                env=self.client_env(),
+                timeout=10,
+            )
         except subprocess.TimeoutExpired:
             return {}
         states = {}
@@ -381,8 +407,9 @@ PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP O
 
     def jobs(self) -> List[str]:
         try:
-            out = subprocess.run([tool("squeue"), "-h", "-o", "%A"], capture_output=True, text=True,
-                                 env=self.client_env(), timeout=10)
+            out = subprocess.run(
+                [tool("squeue"), "-h", "-o", "%A"], capture_output=True, text=True, env=self.client_env(), timeout=10
+            )
         except subprocess.TimeoutExpired:
             return []
         return out.stdout.split() if out.returncode == 0 else []

@@ -15,8 +15,14 @@ def test_every_benchmark_runs_in_smoke_mode(tmp_path: Path) -> None:
 
     missing = available()
     require(not missing, f"what the SSH start-up benchmark's hosts need: {missing}")
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "run_all.py"), "--smoke", "--out", str(tmp_path)],
-                          env=base_env(), cwd=str(ROOT), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run_all.py"), "--smoke", "--out", str(tmp_path)],
+        env=base_env(),
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for name in ("compare.md", "plan_scale.md", "injection_cost.md", "ssh_startup.md"):
         text = (tmp_path / name).read_text()

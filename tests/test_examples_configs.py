@@ -25,8 +25,11 @@ def shipped_yamls() -> set:
     found = set()
     for folder in ("cluster_configs", "examples"):
         for pattern in ("*.yaml", "*.yml"):
-            found |= {str(p.relative_to(ROOT)) for p in (ROOT / folder).rglob(pattern)
-                      if not p.name.endswith(".manifest.yaml")}  # Kubernetes manifests, not cluster YAMLs
+            found |= {
+                str(p.relative_to(ROOT))
+                for p in (ROOT / folder).rglob(pattern)
+                if not p.name.endswith(".manifest.yaml")
+            }  # Kubernetes manifests, not cluster YAMLs
     return found
 
 
@@ -47,9 +50,14 @@ def test_shipped_yaml_plans(name: str, world_size: int) -> None:
         assert ranks == [str(i) for i in range(world_size)]
 
 
-@pytest.mark.parametrize("name, has_table", [("cluster_configs/local-4.yaml", False),
-                                             ("cluster_configs/server-8npu.yaml", True),
-                                             ("cluster_configs/two-servers.yaml", True)])
+@pytest.mark.parametrize(
+    "name, has_table",
+    [
+        ("cluster_configs/local-4.yaml", False),
+        ("cluster_configs/server-8npu.yaml", True),
+        ("cluster_configs/two-servers.yaml", True),
+    ],
+)
 def test_shipped_yaml_rank_table_decision(name: str, has_table: bool) -> None:
     plan = json.loads(run_cli("plan", name, "--json").stdout)
     assert (plan["rank_table"] is not None) == has_table
@@ -106,15 +114,18 @@ def test_plan_json_redacts_secrets(env_plan: dict) -> None:
     assert "inherited-secret" not in env_plan["stdout"]
 
 
-@pytest.mark.parametrize("name, source, value", [
-    ("NPLTEST_PLAIN_VAR", "yaml", "visible"),
-    ("MY_API_TOKEN", "yaml", "***"),
-    ("HCCL_CONNECT_TIMEOUT", "yaml", "900"),
-    ("HCCL_EXEC_TIMEOUT", "default", "1800"),
-    ("RANK_ID", "launcher", None),
-    ("DEVICE_ID", "launcher", None),
-    ("NPLTEST_INHERITED_PASSWORD", "inherited", "***"),
-])
+@pytest.mark.parametrize(
+    "name, source, value",
+    [
+        ("NPLTEST_PLAIN_VAR", "yaml", "visible"),
+        ("MY_API_TOKEN", "yaml", "***"),
+        ("HCCL_CONNECT_TIMEOUT", "yaml", "900"),
+        ("HCCL_EXEC_TIMEOUT", "default", "1800"),
+        ("RANK_ID", "launcher", None),
+        ("DEVICE_ID", "launcher", None),
+        ("NPLTEST_INHERITED_PASSWORD", "inherited", "***"),
+    ],
+)
 def test_plan_json_env_sources(env_plan: dict, name: str, source: str, value: str) -> None:
     for rank in env_plan["plan"]["ranks"]:
         assert rank["env_sources"][name] == source
@@ -135,10 +146,17 @@ def test_plan_json_to_a_reader_that_stops_early_is_quiet(tmp_path: Path) -> None
     import subprocess
 
     config = tmp_path / "big.yaml"  # about 2 MB of plan: far more than a pipe holds
-    config.write_text("job:\n  command: [python3, t.py]\nrank_table: none\nhosts:\n"
-                      + "".join(f"  - {{host: node{i}, devices: 8}}\n" for i in range(128)))
-    proc = subprocess.Popen(npulaunch_argv("plan", "--json", str(config)), cwd=str(ROOT),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base_env())
+    config.write_text(
+        "job:\n  command: [python3, t.py]\nrank_table: none\nhosts:\n"
+        + "".join(f"  - {{host: node{i}, devices: 8}}\n" for i in range(128))
+    )
+    proc = subprocess.Popen(
+        npulaunch_argv("plan", "--json", str(config)),
+        cwd=str(ROOT),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=base_env(),
+    )
     assert proc.stdout is not None
     proc.stdout.readline()
     proc.stdout.close()  # like `| head -1`

@@ -63,34 +63,42 @@ def test_each_stage_imports_only_itself_and_the_stages_below() -> None:
         pytest.fail("imports against the stage order:\n" + "\n".join(problems.values()), pytrace=False)
 
 
-@pytest.mark.parametrize("importer, imported, allowed", [
-    ("npulaunch.plan.build", "npulaunch.config.cluster", True),
-    ("npulaunch.plan.build", "npulaunch.plan.rankenv", True),
-    ("npulaunch.plan.build", "npulaunch.host.spec.HostPlan", True),
-    ("npulaunch.diagnose.report", "npulaunch.plan.build", True),
-    ("npulaunch.launch.supervisor", "npulaunch.diagnose.rootcause", True),
-    ("npulaunch.cli", "npulaunch.views.console", True),
-    ("npulaunch.session", "npulaunch.host.session", True),
-    ("npulaunch.host.spec", "npulaunch", True),
-    ("npulaunch.host.spec", "npulaunch.__version__", True),
-    ("npulaunch.config.checker", "yaml", True),
-    ("npulaunch.config.checker", "npulaunch.plan.build", False),
-    ("npulaunch.host.spec", "npulaunch.config.cluster", False),
-    ("npulaunch.plan.build", "npulaunch.diagnose.report", False),
-    ("npulaunch.launch.supervisor", "npulaunch.views.console", False),
-    ("npulaunch.views.jobview", "npulaunch.launch.jobdir", False),
-    ("npulaunch.views.jobview", "npulaunch.cli", False),
-    ("npulaunch.launch.job", "npulaunch.session", False),
-])
+@pytest.mark.parametrize(
+    "importer, imported, allowed",
+    [
+        ("npulaunch.plan.build", "npulaunch.config.cluster", True),
+        ("npulaunch.plan.build", "npulaunch.plan.rankenv", True),
+        ("npulaunch.plan.build", "npulaunch.host.spec.HostPlan", True),
+        ("npulaunch.diagnose.report", "npulaunch.plan.build", True),
+        ("npulaunch.launch.supervisor", "npulaunch.diagnose.rootcause", True),
+        ("npulaunch.cli", "npulaunch.views.console", True),
+        ("npulaunch.session", "npulaunch.host.session", True),
+        ("npulaunch.host.spec", "npulaunch", True),
+        ("npulaunch.host.spec", "npulaunch.__version__", True),
+        ("npulaunch.config.checker", "yaml", True),
+        ("npulaunch.config.checker", "npulaunch.plan.build", False),
+        ("npulaunch.host.spec", "npulaunch.config.cluster", False),
+        ("npulaunch.plan.build", "npulaunch.diagnose.report", False),
+        ("npulaunch.launch.supervisor", "npulaunch.views.console", False),
+        ("npulaunch.views.jobview", "npulaunch.launch.jobdir", False),
+        ("npulaunch.views.jobview", "npulaunch.cli", False),
+        ("npulaunch.launch.job", "npulaunch.session", False),
+    ],
+)
 def test_the_stage_rule(importer: str, imported: str, allowed: bool) -> None:
     assert (violation(importer, imported) == "") is allowed
 
 
 def test_imports_are_found_at_any_depth(tmp_path: Path) -> None:
     source = tmp_path / "probe.py"
-    source.write_text("from __future__ import annotations\nfrom typing import TYPE_CHECKING\n"
-                      "if TYPE_CHECKING:\n    from ..views.console import Console\n"
-                      "def later():\n    from . import jobdir\n    import npulaunch.cli\n")
+    source.write_text(
+        "from __future__ import annotations\nfrom typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from ..views.console import Console\n"
+        "def later():\n    from . import jobdir\n    import npulaunch.cli\n"
+    )
     found = {(f.where.rsplit(":", 1)[1], f.module, f.in_function) for f in imports_of(source, "npulaunch.launch.probe")}
-    assert {("4", "npulaunch.views.console", False), ("6", "npulaunch.launch.jobdir", True),
-            ("7", "npulaunch.cli", True)} <= found, found
+    assert {
+        ("4", "npulaunch.views.console", False),
+        ("6", "npulaunch.launch.jobdir", True),
+        ("7", "npulaunch.cli", True),
+    } <= found, found

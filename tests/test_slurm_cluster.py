@@ -13,9 +13,11 @@ from typing import List
 
 from helpers import marked_pids, mpirun_argv, require, wait_until
 
-PRINT_SLURM_ENV = ("import json, os; print(json.dumps({k: os.environ.get(k) for k in ('SLURM_PROCID', "
-                   "'SLURM_LOCALID', 'SLURM_NODEID', 'SLURMD_NODENAME', 'SLURM_JOB_NODELIST', "
-                   "'SLURM_TASKS_PER_NODE')}), flush=True)")
+PRINT_SLURM_ENV = (
+    "import json, os; print(json.dumps({k: os.environ.get(k) for k in ('SLURM_PROCID', "
+    "'SLURM_LOCALID', 'SLURM_NODEID', 'SLURMD_NODENAME', 'SLURM_JOB_NODELIST', "
+    "'SLURM_TASKS_PER_NODE')}), flush=True)"
+)
 
 
 def run(argv, env, timeout: float = 30, **kwargs) -> subprocess.CompletedProcess:
@@ -31,15 +33,37 @@ def test_cluster_is_up_with_every_node_idle(slurm_cluster) -> None:
 
 
 def test_srun_three_nodes_two_tasks_each(slurm_cluster, tmp_path: Path) -> None:
-    out = run(["srun", "-p", slurm_cluster.partition, "-N", "3", "-n", "6", "--ntasks-per-node=2",
-               sys.executable, "-c", PRINT_SLURM_ENV], slurm_cluster.client_env(), cwd=tmp_path)
+    out = run(
+        [
+            "srun",
+            "-p",
+            slurm_cluster.partition,
+            "-N",
+            "3",
+            "-n",
+            "6",
+            "--ntasks-per-node=2",
+            sys.executable,
+            "-c",
+            PRINT_SLURM_ENV,
+        ],
+        slurm_cluster.client_env(),
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out
     tasks = [json.loads(line) for line in out.stdout.splitlines()]
-    seen = sorted((int(t["SLURM_PROCID"]), int(t["SLURM_LOCALID"]), int(t["SLURM_NODEID"]), t["SLURMD_NODENAME"])
-                  for t in tasks)
+    seen = sorted(
+        (int(t["SLURM_PROCID"]), int(t["SLURM_LOCALID"]), int(t["SLURM_NODEID"]), t["SLURMD_NODENAME"]) for t in tasks
+    )
     # default block distribution: tasks 0,1 on n1, 2,3 on n2, 4,5 on n3
-    assert seen == [(0, 0, 0, "n1"), (1, 1, 0, "n1"), (2, 0, 1, "n2"), (3, 1, 1, "n2"),
-                    (4, 0, 2, "n3"), (5, 1, 2, "n3")], out.stdout
+    assert seen == [
+        (0, 0, 0, "n1"),
+        (1, 1, 0, "n1"),
+        (2, 0, 1, "n2"),
+        (3, 1, 1, "n2"),
+        (4, 0, 2, "n3"),
+        (5, 1, 2, "n3"),
+    ], out.stdout
     assert {t["SLURM_JOB_NODELIST"] for t in tasks} == {slurm_cluster.nodelist} == {"n[1-3]"}
     assert {t["SLURM_TASKS_PER_NODE"] for t in tasks} == {"2(x3)"}
 
@@ -53,8 +77,17 @@ def test_sbatch_wait_returns_the_job_exit_code(slurm_cluster, tmp_path: Path) ->
     env = slurm_cluster.client_env()
     started = time.monotonic()
     # both at once: sbatch --wait polls every 2 s
-    procs = [subprocess.Popen(["sbatch", "--wait", "-N", "1", str(script)], env=env, cwd=tmp_path,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for script in (good, bad)]
+    procs = [
+        subprocess.Popen(
+            ["sbatch", "--wait", "-N", "1", str(script)],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for script in (good, bad)
+    ]
     (good_out, good_err), (bad_out, bad_err) = (p.communicate(timeout=30) for p in procs)
     took = time.monotonic() - started
     assert procs[0].returncode == 0, (good_out, good_err)
@@ -83,8 +116,12 @@ open(f"started-{{rank}}", "w").close()
 time.sleep(60)
 """
     started = time.monotonic()
-    out = run(["srun", "-N", "3", "-n", "4", "--kill-on-bad-exit=1", sys.executable, "-c", program],
-              slurm_cluster.client_env(), cwd=tmp_path, timeout=40)
+    out = run(
+        ["srun", "-N", "3", "-n", "4", "--kill-on-bad-exit=1", sys.executable, "-c", program],
+        slurm_cluster.client_env(),
+        cwd=tmp_path,
+        timeout=40,
+    )
     took = time.monotonic() - started
     assert out.returncode != 0, out
     assert sorted(p.name for p in tmp_path.glob("started-*")) == ["started-0", "started-2", "started-3"]
@@ -100,8 +137,10 @@ def rank_results(directory: Path) -> List[str]:
 # lines of different ranks can interleave in the middle ("1 5 103 5 10") in mpirun's stdout.
 def test_mpirun_two_ranks(tmp_path: Path) -> None:
     require(shutil.which("mpirun") is not None, "mpirun (openmpi-bin)")
-    program = ("import json, os; open(f'out-{os.getpid()}', 'w').write(json.dumps({k: os.environ.get(k) for k in ("
-               "'OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_LOCAL_RANK', 'PMIX_NAMESPACE')}))")
+    program = (
+        "import json, os; open(f'out-{os.getpid()}', 'w').write(json.dumps({k: os.environ.get(k) for k in ("
+        "'OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'OMPI_COMM_WORLD_LOCAL_RANK', 'PMIX_NAMESPACE')}))"
+    )
     out = run([*mpirun_argv(2), sys.executable, "-c", program], None, cwd=tmp_path)
     assert out.returncode == 0, out
     ranks = [json.loads(text) for text in rank_results(tmp_path)]
@@ -129,7 +168,10 @@ mpi.MPI_Finalize()
 def test_real_mpi_inside_a_slurm_step_with_more_ranks_than_cores(slurm_cluster, tmp_path: Path) -> None:
     """mpirun_argv also works inside a Slurm job (where plain mpirun would launch through Slurm and hang)."""
     require(bool(ctypes.util.find_library("mpi")), "libmpi (libopenmpi3, from openmpi-bin)")
-    out = run(["srun", "-N", "1", "-n", "1", *mpirun_argv(5), sys.executable, "-c", MPI_ALLREDUCE],
-              slurm_cluster.client_env(), cwd=tmp_path)
+    out = run(
+        ["srun", "-N", "1", "-n", "1", *mpirun_argv(5), sys.executable, "-c", MPI_ALLREDUCE],
+        slurm_cluster.client_env(),
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out
     assert rank_results(tmp_path) == [f"{r} 5 10" for r in range(5)], out

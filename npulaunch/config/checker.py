@@ -14,8 +14,15 @@ if TYPE_CHECKING:
 
 def describe(value: Any) -> str:
     """How a found value is shown in messages: the value and its YAML type."""
-    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-             list: "a list", dict: "a mapping", type(None): "null"}
+    kinds = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+        type(None): "null",
+    }
     kind = kinds.get(type(value), type(value).__name__)
     if isinstance(value, (dict, list)):
         return kind
@@ -40,12 +47,14 @@ class Checker:
         self.warnings: List[ConfigProblem] = []
 
     def add(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> None:
-        self.problems.append(ConfigProblem(self.doc.source, self.doc.line_of(path), render_path(path),
-                                           found, allowed, hint))
+        self.problems.append(
+            ConfigProblem(self.doc.source, self.doc.line_of(path), render_path(path), found, allowed, hint)
+        )
 
     def warn(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> None:
-        self.warnings.append(ConfigProblem(self.doc.source, self.doc.line_of(path), render_path(path),
-                                           found, allowed, hint))
+        self.warnings.append(
+            ConfigProblem(self.doc.source, self.doc.line_of(path), render_path(path), found, allowed, hint)
+        )
 
     def source_text(self, value: Any, path: YamlPath) -> Any:
         """A number as the user wrote it (``0123``, ``1.50``), for values that are really text."""

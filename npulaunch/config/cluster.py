@@ -14,8 +14,8 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from npulaunch.config.checker import Checker, describe, did_you_mean
-from npulaunch.host.errors import ConfigError, ConfigProblem, YamlPath, render_path
 from npulaunch.config.sections import parse_env, parse_monitor, parse_session_options, parse_slurm
+from npulaunch.host.errors import ConfigError, ConfigProblem, YamlPath, render_path
 
 if TYPE_CHECKING:  # yaml is imported only when a file is read
     from npulaunch.config.yamlsource import YamlDocument
@@ -104,15 +104,46 @@ class ClusterConfig:
         return ConfigProblem(self.source, line, render_path(path), found, allowed, hint)
 
 
-TOP_KEYS = ("version", "job", "hosts", "env", "session_options", "rank_table", "product", "session_injection",
-            "session_precedence", "cpu_fallback", "data_preprocess", "monitor", "ssh", "slurm")
+TOP_KEYS = (
+    "version",
+    "job",
+    "hosts",
+    "env",
+    "session_options",
+    "rank_table",
+    "product",
+    "session_injection",
+    "session_precedence",
+    "cpu_fallback",
+    "data_preprocess",
+    "monitor",
+    "ssh",
+    "slurm",
+)
 PRODUCTS = ("atlas-training", "atlas-a2", "atlas-a3", "atlas-inference", "atlas-300i-duo")
-JOB_KEYS = ("name", "id", "command", "workdir", "log_dir", "grace_period_s", "console", "forward_signals",
-            "max_restarts")
+JOB_KEYS = (
+    "name",
+    "id",
+    "command",
+    "workdir",
+    "log_dir",
+    "grace_period_s",
+    "console",
+    "forward_signals",
+    "max_restarts",
+)
 MAX_RESTARTS = 100
 HOST_KEYS = ("host", "devices", "device_ips", "user", "port", "identity_file")
-SSH_KEYS = ("user", "identity_file", "known_hosts", "config", "accept_unknown_hosts", "connect_timeout_s",
-            "parallel", "python")
+SSH_KEYS = (
+    "user",
+    "identity_file",
+    "known_hosts",
+    "config",
+    "accept_unknown_hosts",
+    "connect_timeout_s",
+    "parallel",
+    "python",
+)
 
 
 def load_config(path: str) -> ClusterConfig:
@@ -142,31 +173,53 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     if check.problems:
         raise ConfigError(check.problems)
     assert job is not None
-    sources = {key: ("yaml" if present else "default") for key, present in (
-        ("job.command", True), ("job.log_dir", "log_dir" in (top.get("job") or {})),
-        ("job.grace_period_s", "grace_period_s" in (top.get("job") or {})),
-        ("rank_table", "rank_table" in top))}
+    sources = {
+        key: ("yaml" if present else "default")
+        for key, present in (
+            ("job.command", True),
+            ("job.log_dir", "log_dir" in (top.get("job") or {})),
+            ("job.grace_period_s", "grace_period_s" in (top.get("job") or {})),
+            ("rank_table", "rank_table" in top),
+        )
+    }
     for index, entry in enumerate(top.get("hosts") or [{}]):
         given = isinstance(entry, dict) and "devices" in entry
         sources[f"hosts[{index}].devices"] = "yaml" if given else "default"
-    return ClusterConfig(source=doc.source, job=job, hosts=hosts, env=env, session_options=options,
-                         sources=sources, document=doc, warnings=tuple(check.warnings), monitor=monitor, ssh=ssh,
-                         slurm=slurm, **switches)
+    return ClusterConfig(
+        source=doc.source,
+        job=job,
+        hosts=hosts,
+        env=env,
+        session_options=options,
+        sources=sources,
+        document=doc,
+        warnings=tuple(check.warnings),
+        monitor=monitor,
+        ssh=ssh,
+        slurm=slurm,
+        **switches,
+    )
 
 
 def _parse_switches(check: Checker, top: Dict[str, Any]) -> Dict[str, Any]:
     """The top-level settings that pick a mode: rank_table, session_injection, session_precedence,
     cpu_fallback, data_preprocess, product (ClusterConfig keyword arguments)."""
-    found: Dict[str, Any] = {"rank_table": RankTableMode.AUTO, "session_injection": Injection.OFF,
-                             "session_precedence": Precedence.SCRIPT, "cpu_fallback": False, "product": None}
+    found: Dict[str, Any] = {
+        "rank_table": RankTableMode.AUTO,
+        "session_injection": Injection.OFF,
+        "session_precedence": Precedence.SCRIPT,
+        "cpu_fallback": False,
+        "product": None,
+    }
     if "rank_table" in top:
         found["rank_table"] = check.choice(top["rank_table"], ("rank_table",), RankTableMode) or RankTableMode.AUTO
     if "session_injection" in top:
         given = {True: "auto", False: "off"}.get(top["session_injection"], top["session_injection"])  # YAML on/off
         found["session_injection"] = check.choice(given, ("session_injection",), Injection) or Injection.OFF
     if "session_precedence" in top:
-        found["session_precedence"] = check.choice(top["session_precedence"], ("session_precedence",),
-                                                   Precedence) or Precedence.SCRIPT
+        found["session_precedence"] = (
+            check.choice(top["session_precedence"], ("session_precedence",), Precedence) or Precedence.SCRIPT
+        )
     if not isinstance(top.get("cpu_fallback", False), bool):
         check.add(("cpu_fallback",), describe(top["cpu_fallback"]), "true or false")
     else:
@@ -178,8 +231,12 @@ def _parse_switches(check: Checker, top: Dict[str, Any]) -> Dict[str, Any]:
     elif data_preprocess == "host_main":
         for name in ("local_rank_id", "local_device_list"):
             if name in (top.get("session_options") or {}):
-                check.add(("session_options", name), f"{name} with data_preprocess: host_main", "one of them",
-                          "data_preprocess: host_main sets it for every rank")
+                check.add(
+                    ("session_options", name),
+                    f"{name} with data_preprocess: host_main",
+                    "one of them",
+                    "data_preprocess: host_main sets it for every rank",
+                )
     found["data_preprocess"] = data_preprocess == "host_main"
     if "product" in top:
         if top["product"] in PRODUCTS:
@@ -201,12 +258,18 @@ def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Option
     if "name" in job:
         name = check.string(job["name"], path + ("name",), "letters, digits, '-' and '_'") or name
         if not JOB_ID_PATTERN.match(name):
-            check.add(path + ("name",), describe(name), "letters, digits, '-' and '_'",
-                      "the name becomes part of JOB_ID, which CANN restricts to these characters")
+            check.add(
+                path + ("name",),
+                describe(name),
+                "letters, digits, '-' and '_'",
+                "the name becomes part of JOB_ID, which CANN restricts to these characters",
+            )
     job_id = None
     if "id" in job:
-        job_id = validate_job_id(check.source_text(job["id"], path + ("id",)),
-                                 lambda found, allowed, hint: check.add(path + ("id",), found, allowed, hint))
+        job_id = validate_job_id(
+            check.source_text(job["id"], path + ("id",)),
+            lambda found, allowed, hint: check.add(path + ("id",), found, allowed, hint),
+        )
     command = _parse_command(check, job.get("command"), path + ("command",))
     workdir = _parse_dir(check, job.get("workdir", "."), path + ("workdir",), base_dir)
     log_dir = _parse_dir(check, job.get("log_dir", DEFAULT_LOG_DIR), path + ("log_dir",), base_dir)
@@ -223,8 +286,17 @@ def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Option
     restarts = check.integer(job.get("max_restarts", 0), path + ("max_restarts",), 0, MAX_RESTARTS) or 0
     if command is None or workdir is None or log_dir is None:
         return None
-    return JobConfig(name=name, id=job_id, command=command, workdir=workdir, log_dir=log_dir,
-                     grace_period_s=grace, console=console, forward_signals=signals, max_restarts=restarts)
+    return JobConfig(
+        name=name,
+        id=job_id,
+        command=command,
+        workdir=workdir,
+        log_dir=log_dir,
+        grace_period_s=grace,
+        console=console,
+        forward_signals=signals,
+        max_restarts=restarts,
+    )
 
 
 def validate_job_id(value: Any, report: Callable[[str, str, str], None]) -> Optional[str]:
@@ -350,7 +422,7 @@ def _parse_ssh(check: Checker, value: Any) -> Dict[str, Any]:
 
 
 def _parse_devices(check: Checker, value: Any, path: YamlPath) -> Optional[Devices]:
-    allowed = f"a list of device ids 0-{MAX_DEVICE_ID}, a count 1-{MAX_DEVICE_ID + 1}, or \"all\""
+    allowed = f'a list of device ids 0-{MAX_DEVICE_ID}, a count 1-{MAX_DEVICE_ID + 1}, or "all"'
     if value == ALL_DEVICES:
         return ALL_DEVICES
     if isinstance(value, int) and not isinstance(value, bool):
@@ -364,7 +436,9 @@ def _parse_devices(check: Checker, value: Any, path: YamlPath) -> Optional[Devic
             if not isinstance(item, int) or isinstance(item, bool) or not 0 <= item <= MAX_DEVICE_ID:
                 check.add(path + (i,), describe(item), f"a device id 0-{MAX_DEVICE_ID}")
             elif item in ids:
-                check.add(path + (i,), describe(item), "each device once", f"also {render_path(path + (ids.index(item),))}")
+                check.add(
+                    path + (i,), describe(item), "each device once", f"also {render_path(path + (ids.index(item),))}"
+                )
             else:
                 ids.append(item)
         return tuple(ids) if len(ids) == len(value) else None
@@ -372,8 +446,9 @@ def _parse_devices(check: Checker, value: Any, path: YamlPath) -> Optional[Devic
     return None
 
 
-def _parse_device_ips(check: Checker, value: Any, path: YamlPath,
-                      devices: Optional[Devices]) -> Optional[Tuple[str, ...]]:
+def _parse_device_ips(
+    check: Checker, value: Any, path: YamlPath, devices: Optional[Devices]
+) -> Optional[Tuple[str, ...]]:
     if value is None:
         return None
     if not isinstance(value, list) or not value:

@@ -39,14 +39,27 @@ class Overrides:
 def config_from_cli(overrides: Overrides, cwd: str) -> ClusterConfig:
     """A one-host config built from flags alone (``npulaunch run --nproc-per-node 4 -- cmd``)."""
     if not overrides.command:
-        raise ConfigError([ConfigProblem("command line", None, "command", "no command",
-                                         "a command after '--', or a cluster YAML file",
-                                         "e.g. npulaunch run --nproc-per-node 4 -- python3 train.py")])
-    job = JobConfig(name="job", command=overrides.command, workdir=cwd,
-                    log_dir=os.path.join(cwd, DEFAULT_LOG_DIR))
-    config = ClusterConfig(source="command line", job=job,
-                           hosts=(HostConfig("localhost", ALL_DEVICES),), env={}, session_options={},
-                           sources={key: "default" for key in ("job.log_dir", "hosts[0].devices")})
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    "command line",
+                    None,
+                    "command",
+                    "no command",
+                    "a command after '--', or a cluster YAML file",
+                    "e.g. npulaunch run --nproc-per-node 4 -- python3 train.py",
+                )
+            ]
+        )
+    job = JobConfig(name="job", command=overrides.command, workdir=cwd, log_dir=os.path.join(cwd, DEFAULT_LOG_DIR))
+    config = ClusterConfig(
+        source="command line",
+        job=job,
+        hosts=(HostConfig("localhost", ALL_DEVICES),),
+        env={},
+        session_options={},
+        sources={key: "default" for key in ("job.log_dir", "hosts[0].devices")},
+    )
     return apply_overrides(config, overrides)
 
 
@@ -54,8 +67,14 @@ def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
     """Command-line flags win over the YAML; ``sources`` records which values they replaced."""
     job, hosts, sources = config.job, config.hosts, dict(config.sources)
     job_changes: Dict[str, Any] = {}
-    for attr, key in (("command", "command"), ("log_dir", "log_dir"), ("job_id", "id"),
-                      ("grace_period_s", "grace_period_s"), ("console", "console"), ("max_restarts", "max_restarts")):
+    for attr, key in (
+        ("command", "command"),
+        ("log_dir", "log_dir"),
+        ("job_id", "id"),
+        ("grace_period_s", "grace_period_s"),
+        ("console", "console"),
+        ("max_restarts", "max_restarts"),
+    ):
         value = getattr(flags, attr)
         if value is not None:
             job_changes[key] = os.path.abspath(value) if attr == "log_dir" else value
@@ -86,4 +105,3 @@ def _with_devices(host: HostConfig, devices: Tuple[int, ...]) -> HostConfig:
         if all(d in by_device for d in devices):
             ips = tuple(by_device[d] for d in devices)
     return replace(host, devices=devices, device_ips=ips)
-

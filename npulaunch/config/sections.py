@@ -13,8 +13,15 @@ from npulaunch.host.errors import YamlPath
 
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by npulaunch for every rank; the YAML's env may not set them (it would break the job).
-RANK_VARIABLES = ("RANK_ID", "RANK_SIZE", "DEVICE_ID", "ASCEND_DEVICE_ID", "JOB_ID", "RANK_TABLE_FILE",
-                  "ASCEND_PROCESS_LOG_PATH")
+RANK_VARIABLES = (
+    "RANK_ID",
+    "RANK_SIZE",
+    "DEVICE_ID",
+    "ASCEND_DEVICE_ID",
+    "JOB_ID",
+    "RANK_TABLE_FILE",
+    "ASCEND_PROCESS_LOG_PATH",
+)
 NPULAUNCH_PREFIX = "NPULAUNCH_"
 
 
@@ -24,8 +31,9 @@ def env_problems(yaml_env: Mapping[str, Optional[str]]) -> List[Tuple[str, str, 
     for name in yaml_env:
         if name in RANK_VARIABLES or name.startswith(NPULAUNCH_PREFIX):
             hint = "use job.id (or --job-id)" if name == "JOB_ID" else "npulaunch sets it for every rank"
-            problems.append((name, f"{name} in env", "variables other than " + ", ".join(RANK_VARIABLES)
-                             + " and NPULAUNCH_*", hint))
+            problems.append(
+                (name, f"{name} in env", "variables other than " + ", ".join(RANK_VARIABLES) + " and NPULAUNCH_*", hint)
+            )
     return problems
 
 
@@ -49,8 +57,12 @@ def parse_env(check: Checker, value: Any) -> Dict[str, Optional[str]]:
         if isinstance(item, dict) and spec is not None and spec.kind == "json":
             item = json.dumps(item, separators=(",", ":"))
         if isinstance(item, bool):
-            check.add(path, describe(item), "a string or a number",
-                      "YAML reads yes/no/on/off/true/false as booleans: quote the value")
+            check.add(
+                path,
+                describe(item),
+                "a string or a number",
+                "YAML reads yes/no/on/off/true/false as booleans: quote the value",
+            )
         elif isinstance(item, (int, float)):
             env[name] = str(check.source_text(item, path))  # FOO: 010 means "010", not "8"
         elif item is None or isinstance(item, str):
@@ -63,8 +75,12 @@ def parse_env(check: Checker, value: Any) -> Dict[str, Optional[str]]:
             except ValueProblem as problem:
                 check.add(path, problem.found, problem.allowed, problem.hint)
         elif spec is None and name.startswith(("ASCEND_", "HCCL_")):
-            check.warn(path, f"unknown variable {name}", "the variables of `npulaunch env-vars`",
-                       did_you_mean(name, list(known)) or "CANN ignores names it does not know")
+            check.warn(
+                path,
+                f"unknown variable {name}",
+                "the variables of `npulaunch env-vars`",
+                did_you_mean(name, list(known)) or "CANN ignores names it does not know",
+            )
     for name, found, allowed, hint in env_problems(env):
         check.add(("env", name), found, allowed, hint)
     return env
@@ -86,8 +102,9 @@ def parse_session_options(check: Checker, value: Any) -> Dict[str, Any]:
         path: YamlPath = ("session_options", name)
         spec = known.get(name)
         if spec is None:
-            check.add(path, f"unknown option {name!r}", "the options of `npulaunch options`",
-                      did_you_mean(name, list(known)))
+            check.add(
+                path, f"unknown option {name!r}", "the options of `npulaunch options`", did_you_mean(name, list(known))
+            )
         elif item is None:
             check.add(path, "null", "a value (remove the key to keep CANN's default)")
         else:
@@ -155,9 +172,12 @@ def parse_slurm(check: Checker, value: Any) -> Dict[str, Any]:
         if nodes is not None:
             result["nodes"] = nodes
     if "time" in section:
-        text = check.string(section["time"], ("slurm", "time"),
-                            "a Slurm time limit, e.g. \"2:00:00\" or \"1-00:00:00\"",
-                            "quote it: YAML reads 2:00:00 as a number")
+        text = check.string(
+            section["time"],
+            ("slurm", "time"),
+            'a Slurm time limit, e.g. "2:00:00" or "1-00:00:00"',
+            "quote it: YAML reads 2:00:00 as a number",
+        )
         if text is not None and not SLURM_TIME.match(text):
             check.add(("slurm", "time"), describe(text), "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
         elif text is not None:
@@ -170,9 +190,10 @@ def parse_slurm(check: Checker, value: Any) -> Dict[str, Any]:
             elif text is not None:
                 result[key] = text
     extra = section.get("sbatch_options", [])
-    if not isinstance(extra, list) or not all(isinstance(o, str) and o.startswith("--") and "\n" not in o
-                                              for o in extra):
-        check.add(("slurm", "sbatch_options"), describe(extra), "a list of sbatch options, e.g. [\"--exclusive\"]")
+    if not isinstance(extra, list) or not all(
+        isinstance(o, str) and o.startswith("--") and "\n" not in o for o in extra
+    ):
+        check.add(("slurm", "sbatch_options"), describe(extra), 'a list of sbatch options, e.g. ["--exclusive"]')
     else:
         result["sbatch_options"] = tuple(extra)
     return result

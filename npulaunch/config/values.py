@@ -28,8 +28,14 @@ class ValueProblem(Exception):
 
 
 def _kind(value: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
-            dict: "a mapping"}.get(type(value), type(value).__name__)
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+    }.get(type(value), type(value).__name__)
 
 
 def _show(value: Any) -> str:
@@ -52,14 +58,18 @@ def _int(value: Any, what: str, low: Optional[int] = None, high: Optional[int] =
 def _numeric_text(spec: OptionSpec) -> bool:
     """A .s option whose values are numbers written as text: YAML integers are accepted."""
     return bool(spec.choices and all(isinstance(c, str) and c.lstrip("-").isdigit() for c in spec.choices)) or (
-        spec.type == "s" and spec.min is not None)
+        spec.type == "s" and spec.min is not None
+    )
 
 
 def check_templates(text: str) -> str:
     for name in _PLACEHOLDER.findall(text):
         if name not in PLACEHOLDERS:
-            raise ValueProblem(repr(text), "placeholders " + ", ".join("{%s}" % p for p in PLACEHOLDERS),
-                               f"unknown placeholder {{{name}}}")
+            raise ValueProblem(
+                repr(text),
+                "placeholders " + ", ".join("{%s}" % p for p in PLACEHOLDERS),
+                f"unknown placeholder {{{name}}}",
+            )
     return text
 
 
@@ -74,14 +84,15 @@ def check_option(spec: OptionSpec, value: Any) -> Rendered:
         rendered: Rendered = FORM_CHECKERS[spec.form](spec, value)
     elif spec.type == "b":
         if not isinstance(value, bool):
-            raise ValueProblem(_show(value), "a boolean (true or false)",
-                               "quoted words are strings: write true or false without quotes"
-                               if isinstance(value, str) else "")
+            raise ValueProblem(
+                _show(value),
+                "a boolean (true or false)",
+                "quoted words are strings: write true or false without quotes" if isinstance(value, str) else "",
+            )
         rendered = value
     elif spec.type == "i":
         if not isinstance(value, int) or isinstance(value, bool):
-            raise ValueProblem(_show(value), allowed_text(spec) if spec.choices else "an integer"
-                               + _range_text(spec))
+            raise ValueProblem(_show(value), allowed_text(spec) if spec.choices else "an integer" + _range_text(spec))
         rendered = value
     else:
         if isinstance(value, int) and not isinstance(value, bool) and _numeric_text(spec):
@@ -101,20 +112,23 @@ def _range_text(spec: OptionSpec) -> str:
 
 def _check_domain(spec: OptionSpec, value: Rendered) -> None:
     if spec.choices and value not in spec.choices:
-        close = [c for c in spec.choices if isinstance(c, str) and isinstance(value, str)
-                 and c.lower() == value.lower()]
+        close = [
+            c for c in spec.choices if isinstance(c, str) and isinstance(value, str) and c.lower() == value.lower()
+        ]
         raise ValueProblem(_show(value), allowed_text(spec), f"did you mean {close[0]!r}?" if close else "")
     number: Optional[float] = None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
     elif isinstance(value, str) and spec.type == "s" and re.fullmatch(r"-?\d+(\.\d+)?", value) and not spec.form:
         number = float(value)
-    if number is not None and ((spec.min is not None and number < spec.min) or
-                               (spec.max is not None and number > spec.max)):
+    if number is not None and (
+        (spec.min is not None and number < spec.min) or (spec.max is not None and number > spec.max)
+    ):
         raise ValueProblem(_show(value), allowed_text(spec), spec.notes.split(".")[0] if "unit" in spec.notes else "")
 
 
 # -- structured forms -------------------------------------------------------------------------
+
 
 def _text_or(value: Any, parse: Callable[[str], Any]) -> Any:
     """Accept CANN's text form by parsing it into the YAML form first."""
@@ -216,7 +230,7 @@ def parse_shape_range(text: str) -> Dict[str, List[List[str]]]:
 
 def _shape_range(spec: OptionSpec, value: Any) -> str:
     ranges = _text_or(value, parse_shape_range)
-    allowed = "a mapping getnext/data -> list of shapes; a dimension is N, -1 or \"low~high\""
+    allowed = 'a mapping getnext/data -> list of shapes; a dimension is N, -1 or "low~high"'
     if not isinstance(ranges, dict) or not ranges:
         raise ValueProblem(_show(value), allowed)
     parts = []
@@ -242,7 +256,7 @@ def _shape_range(spec: OptionSpec, value: Any) -> str:
 def _int_list(spec: OptionSpec, value: Any) -> str:
     items = _text_or(value, lambda t: [p.strip() for p in t.split(",")])
     if not isinstance(items, list) or not items:
-        raise ValueProblem(_show(value), "a list of device ids, or \"0,1\"")
+        raise ValueProblem(_show(value), 'a list of device ids, or "0,1"')
     ids = [_int(i, "device ids >= 0", 0) for i in items]
     if len(set(ids)) != len(ids):
         raise ValueProblem("a repeated id", "distinct device ids")
@@ -252,12 +266,12 @@ def _int_list(spec: OptionSpec, value: Any) -> str:
 def _name_list(spec: OptionSpec, value: Any) -> str:
     names = _text_or(value, lambda t: [p.strip() for p in t.split(",")])
     if not isinstance(names, list) or not names or not all(isinstance(n, str) and _NAME.match(n) for n in names):
-        raise ValueProblem(_show(value), "a list of names, or \"NameA,NameB\"")
+        raise ValueProblem(_show(value), 'a list of names, or "NameA,NameB"')
     return ",".join(names)
 
 
 def _aicore_num(spec: OptionSpec, value: Any) -> str:
-    allowed = "{cube: N, vector: M} or \"N|M\", both >= 1"
+    allowed = '{cube: N, vector: M} or "N|M", both >= 1'
     if isinstance(value, str):
         value = value.split("|")
     if isinstance(value, dict):
@@ -285,8 +299,7 @@ ACCELERATE_RATIO = {"step": (0.2, 0.9), "loss": (1.01, 1.5)}
 
 
 def _accelerate(spec: OptionSpec, value: Any) -> str:
-    allowed = ("{type: fast|fast1, trigger: step|loss, ratio: R} or \"fast|step|0.9\" "
-               "(step: R 0.2-0.9; loss: R 1.01-1.5)")
+    allowed = '{type: fast|fast1, trigger: step|loss, ratio: R} or "fast|step|0.9" (step: R 0.2-0.9; loss: R 1.01-1.5)'
     if isinstance(value, str):
         fields = value.split("|")
         if len(fields) != 3:
@@ -313,9 +326,17 @@ def _mapping_text(spec: OptionSpec, value: Any) -> str:
 
 
 FORM_CHECKERS: Dict[str, Callable[[OptionSpec, Any], Rendered]] = {
-    "path": _path, "json": _json, "dump_step": _dump_step, "input_shape": _input_shape,
-    "dynamic_dims": _dynamic_dims, "shape_range": _shape_range, "int_list": _int_list, "name_list": _name_list,
-    "aicore_num": _aicore_num, "stream_parallel": _stream_parallel, "accelerate_train_mode": _accelerate,
+    "path": _path,
+    "json": _json,
+    "dump_step": _dump_step,
+    "input_shape": _input_shape,
+    "dynamic_dims": _dynamic_dims,
+    "shape_range": _shape_range,
+    "int_list": _int_list,
+    "name_list": _name_list,
+    "aicore_num": _aicore_num,
+    "stream_parallel": _stream_parallel,
+    "accelerate_train_mode": _accelerate,
     "mapping_text": _mapping_text,
 }
 
@@ -334,8 +355,12 @@ def check_env_value(spec: EnvVarSpec, value: str) -> None:
     shown = repr(value)
     if spec.kind == "int":
         try:
-            _int(value, env_allowed_text(spec), None if spec.min is None else int(spec.min),
-                 None if spec.max is None else int(spec.max))
+            _int(
+                value,
+                env_allowed_text(spec),
+                None if spec.min is None else int(spec.min),
+                None if spec.max is None else int(spec.max),
+            )
         except ValueProblem as problem:
             raise ValueProblem(shown, problem.allowed) from None
     elif spec.choices and value not in spec.choices:

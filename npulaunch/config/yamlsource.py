@@ -51,10 +51,11 @@ def parse_yaml(text: str, source: str) -> YamlDocument:
         line = mark.line + 1 if mark is not None else None
         problem = " ".join(str(p) for p in (exc.context, exc.problem) if p)
         hint = ""
-        if line is not None and "\t" in "".join(text.splitlines()[max(0, line - 2):line]):
+        if line is not None and "\t" in "".join(text.splitlines()[max(0, line - 2) : line]):
             hint = "YAML does not allow tabs for indentation: use spaces"
-        raise ConfigError([ConfigProblem(source, line, "(YAML syntax)", problem or "invalid YAML",
-                                         "well-formed YAML", hint)]) from None
+        raise ConfigError(
+            [ConfigProblem(source, line, "(YAML syntax)", problem or "invalid YAML", "well-formed YAML", hint)]
+        ) from None
     except yaml.YAMLError as exc:
         raise ConfigError([ConfigProblem(source, None, "(YAML)", str(exc), "well-formed YAML")]) from None
     converter = _Converter(source)
@@ -84,8 +85,13 @@ class _Converter:
         self._count += 1
         if self._count > MAX_NODES:
             if self._count == MAX_NODES + 1:
-                self._problem(line, render_path(path), f"more than {MAX_NODES} values", "a cluster-sized file",
-                              "aliases expand to too many values")
+                self._problem(
+                    line,
+                    render_path(path),
+                    f"more than {MAX_NODES} values",
+                    "a cluster-sized file",
+                    "aliases expand to too many values",
+                )
             return None
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node, path)
@@ -106,18 +112,29 @@ class _Converter:
         for key_node, value_node in node.value:
             key_line = key_node.start_mark.line + 1
             if key_node.tag == "tag:yaml.org,2002:merge":
-                self._problem(key_line, render_path(path + ("<<",)), "a YAML merge key", "plain keys",
-                              "merge keys are not supported: write the keys out")
+                self._problem(
+                    key_line,
+                    render_path(path + ("<<",)),
+                    "a YAML merge key",
+                    "plain keys",
+                    "merge keys are not supported: write the keys out",
+                )
                 continue
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != "tag:yaml.org,2002:str":
                 found = f"key {key_node.value}" if isinstance(key_node, yaml.ScalarNode) else "a collection as key"
-                self._problem(key_line, render_path(path) + " (key)", found, "string keys",
-                              "quote the key if it is meant as text")
+                self._problem(
+                    key_line, render_path(path) + " (key)", found, "string keys", "quote the key if it is meant as text"
+                )
                 continue
             key = key_node.value
             if key in result:
-                self._problem(key_line, render_path(path + (key,)), f"a second {key!r}", "each key once",
-                              f"first set on line {self.lines[path + (key,)]}")
+                self._problem(
+                    key_line,
+                    render_path(path + (key,)),
+                    f"a second {key!r}",
+                    "each key once",
+                    f"first set on line {self.lines[path + (key,)]}",
+                )
                 continue
             self.lines[path + (key,)] = key_line
             result[key] = self.convert(value_node, path + (key,))
@@ -125,8 +142,9 @@ class _Converter:
 
     def _scalar(self, node: yaml.ScalarNode, path: YamlPath) -> Any:
         if node.tag not in _SCALAR_TAGS:
-            self._problem(node.start_mark.line + 1, render_path(path), f"the tag {node.tag!r}",
-                          "plain YAML values without tags")
+            self._problem(
+                node.start_mark.line + 1, render_path(path), f"the tag {node.tag!r}", "plain YAML values without tags"
+            )
             return None
         if node.tag != "tag:yaml.org,2002:str":
             self.texts[path] = node.value
@@ -140,9 +158,11 @@ def load_yaml_file(path: str) -> YamlDocument:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except OSError as exc:
-        raise ConfigError([ConfigProblem(path, None, "(file)", exc.strerror or str(exc),
-                                         "a readable YAML file")]) from None
+        raise ConfigError(
+            [ConfigProblem(path, None, "(file)", exc.strerror or str(exc), "a readable YAML file")]
+        ) from None
     except UnicodeDecodeError as exc:
-        raise ConfigError([ConfigProblem(path, None, "(file)", f"bytes that are not UTF-8 ({exc.reason})",
-                                         "UTF-8 text")]) from None
+        raise ConfigError(
+            [ConfigProblem(path, None, "(file)", f"bytes that are not UTF-8 ({exc.reason})", "UTF-8 text")]
+        ) from None
     return parse_yaml(text, path)

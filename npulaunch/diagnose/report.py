@@ -46,14 +46,18 @@ def _log_tail(path: str) -> Tuple[str, ...]:
     return tuple(last_lines(path, LAST_LINES))
 
 
-def build_report(plan: LaunchPlan, outcome: AgentOutcome, start_time: float, end_time: float,
-                 events: Sequence[Event] = ()) -> JobSummary:
+def build_report(
+    plan: LaunchPlan, outcome: AgentOutcome, start_time: float, end_time: float, events: Sequence[Event] = ()
+) -> JobSummary:
     """The attempt's summary (``summary.exit_code`` is the launcher's exit code). ``events``: the
     signature matches and hang reports the root cause is chosen from."""
     specs = {s.rank: s for s in plan.ranks}
     code = exit_code_for(outcome)
-    status = JobStatus.SUCCEEDED if code == EXIT_OK else (
-        JobStatus.STOPPED if outcome.stop_signal is not None else JobStatus.FAILED)
+    status = (
+        JobStatus.SUCCEEDED
+        if code == EXIT_OK
+        else (JobStatus.STOPPED if outcome.stop_signal is not None else JobStatus.FAILED)
+    )
     cause = rootcause.pick(outcome.ranks, events) if code != EXIT_OK or events else None
     if status is JobStatus.SUCCEEDED:
         cause = None
@@ -72,13 +76,31 @@ def build_report(plan: LaunchPlan, outcome: AgentOutcome, start_time: float, end
             reason = f"rank {cause.rank} hung"
         else:
             reason = f"rank {cause.rank} reported {cause.code} ({cause.cls})"
-        root = FailureReport(cause, result.pid, result.exit_code, result.signal, result.end_time, reason, log_path,
-                             ended.stderr_tail or ended.stdout_tail)
-    job = JobInfo(job_id=plan.job_id, name=plan.job_name, status=status, exit_code=code,
-                  root_cause_rank=cause.rank if cause else None, world_size=plan.world_size, hosts=plan.hosts,
-                  job_dir=plan.job_dir, start_time=start_time, end_time=end_time,
-                  stop_signal=_signal_name(outcome.stop_signal), strays_killed=tuple(outcome.strays_killed),
-                  launcher_cpu_s=_own_cpu_s())
+        root = FailureReport(
+            cause,
+            result.pid,
+            result.exit_code,
+            result.signal,
+            result.end_time,
+            reason,
+            log_path,
+            ended.stderr_tail or ended.stdout_tail,
+        )
+    job = JobInfo(
+        job_id=plan.job_id,
+        name=plan.job_name,
+        status=status,
+        exit_code=code,
+        root_cause_rank=cause.rank if cause else None,
+        world_size=plan.world_size,
+        hosts=plan.hosts,
+        job_dir=plan.job_dir,
+        start_time=start_time,
+        end_time=end_time,
+        stop_signal=_signal_name(outcome.stop_signal),
+        strays_killed=tuple(outcome.strays_killed),
+        launcher_cpu_s=_own_cpu_s(),
+    )
     return JobSummary(job, root, tuple(ranks))
 
 

@@ -65,8 +65,9 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
     """The root cause, or None when every rank succeeded and nothing was reported."""
     by_rank = {r.rank: r for r in results}
     first: Dict[int, Event] = {}
-    for matched in sorted((e for e in events if e.kind is EventKind.SIGNATURE_MATCHED),
-                          key=lambda e: e.data.get("line_time", e.time)):
+    for matched in sorted(
+        (e for e in events if e.kind is EventKind.SIGNATURE_MATCHED), key=lambda e: e.data.get("line_time", e.time)
+    ):
         first.setdefault(matched.rank if matched.rank is not None else -1, matched)
     candidates: List[Tuple[float, int, Optional[Event]]] = []  # (time, rank, its first cause or None)
     for rank, matched in first.items():
@@ -78,7 +79,8 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
             candidates.append((result.end_time or 0.0, result.rank, None))
     symptoms: List[Tuple[float, int, Optional[Event]]] = sorted(
         ((e.data["line_time"], rank, e) for rank, e in first.items() if e.data.get("signature_kind") == SYMPTOM),
-        key=lambda s: (s[0], s[1]))
+        key=lambda s: (s[0], s[1]),
+    )
     hang = next((e for e in events if e.kind is EventKind.HANG_DETECTED), None)
     if candidates:
         _, rank, event = min(candidates, key=lambda c: (c[0], c[1]))
@@ -97,32 +99,69 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
         why += f"; {ranks_word(waiting)} reported {', '.join(codes)} (symptoms of waiting), "
         why += "whatever the order they were printed in"
     if event is None:
-        return RootCause(rank, result.host, result.device_id, "signal" if result.signal else "exit",
-                         result.signal or f"exit {result.exit_code}", result.end_time, "exit", _exit_text(result), (),
-                         "see the rank's log", False, why + f" (rank {rank} {_exit_text(result)} at "
-                         f"{_clock_text(result.end_time)})", _others(results, first, rank))
+        return RootCause(
+            rank,
+            result.host,
+            result.device_id,
+            "signal" if result.signal else "exit",
+            result.signal or f"exit {result.exit_code}",
+            result.end_time,
+            "exit",
+            _exit_text(result),
+            (),
+            "see the rank's log",
+            False,
+            why + f" (rank {rank} {_exit_text(result)} at {_clock_text(result.end_time)})",
+            _others(results, first, rank),
+        )
     data = event.data
-    return RootCause(rank, result.host, result.device_id, data["cls"], signature_label(data),
-                     data["line_time"], data["line_time_source"], data["line"],
-                     tuple(data.get("context", [])) + (data["line"],) + tuple(data.get("after", [])),
-                     data["hint"], bool(data.get("retryable")),
-                     why + f" (rank {rank}: {signature_label(data)} at "
-                     f"{_clock_text(data['line_time'])}, {data['line_time_source']}, in {data['source']})",
-                     _others(results, first, rank))
+    return RootCause(
+        rank,
+        result.host,
+        result.device_id,
+        data["cls"],
+        signature_label(data),
+        data["line_time"],
+        data["line_time_source"],
+        data["line"],
+        tuple(data.get("context", [])) + (data["line"],) + tuple(data.get("after", [])),
+        data["hint"],
+        bool(data.get("retryable")),
+        why + f" (rank {rank}: {signature_label(data)} at "
+        f"{_clock_text(data['line_time'])}, {data['line_time_source']}, in {data['source']})",
+        _others(results, first, rank),
+    )
 
 
 def _hang_cause(by_rank: Dict[int, RankResult], hang: Event, first: Dict[int, Event]) -> RootCause:
     silent = {int(k): v for k, v in hang.data.get("silent_s", {}).items()}
     rank = max(silent, key=lambda r: (silent[r], -r)) if silent else min(by_rank)
     result = by_rank[rank]
-    scope = "the whole job stopped printing" if hang.data.get("whole_job") else \
-        f"{ranks_word(sorted(silent))} stopped printing"
-    why = (f"no rank failed or reported an error; {scope} ({hang.data.get('phase')} phase, limit "
-           f"{hang.data.get('limit_s')} s); rank {rank} has been silent longest ({silent.get(rank, 0):.1f} s)")
-    return RootCause(rank, result.host, result.device_id, "hang", "", hang.time, "watchdog", "", (),
-                     "the job made no progress: look at the last lines and stack dumps of the silent ranks; "
-                     "monitor.hang_timeout_s sets the limit", False, why,
-                     _others(list(by_rank.values()), first, rank))
+    scope = (
+        "the whole job stopped printing"
+        if hang.data.get("whole_job")
+        else f"{ranks_word(sorted(silent))} stopped printing"
+    )
+    why = (
+        f"no rank failed or reported an error; {scope} ({hang.data.get('phase')} phase, limit "
+        f"{hang.data.get('limit_s')} s); rank {rank} has been silent longest ({silent.get(rank, 0):.1f} s)"
+    )
+    return RootCause(
+        rank,
+        result.host,
+        result.device_id,
+        "hang",
+        "",
+        hang.time,
+        "watchdog",
+        "",
+        (),
+        "the job made no progress: look at the last lines and stack dumps of the silent ranks; "
+        "monitor.hang_timeout_s sets the limit",
+        False,
+        why,
+        _others(list(by_rank.values()), first, rank),
+    )
 
 
 def _others(results: Sequence[RankResult], first: Dict[int, Event], root: int) -> Tuple[RankGroup, ...]:

@@ -41,8 +41,10 @@ class _Fields:
 
     def _fail(self, where: str, found: Any, expected: str) -> NoReturn:
         shown = "nothing" if found is _MISSING else f"{type(found).__name__} {found!r}"[:80]
-        raise SummaryError(f"{self.source}: {where or 'the top level'}: found {shown}; expected {expected} "
-                           "(not a summary npulaunch wrote: edited or truncated?)")
+        raise SummaryError(
+            f"{self.source}: {where or 'the top level'}: found {shown}; expected {expected} "
+            "(not a summary npulaunch wrote: edited or truncated?)"
+        )
 
     def _path(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where else key
@@ -132,12 +134,28 @@ class FailureReport:
 
     def to_json(self) -> Dict[str, Any]:
         c = self.cause
-        return {"rank": c.rank, "host": c.host, "device_id": c.device_id, "cls": c.cls, "code": c.code,
-                "time": c.time, "time_source": c.time_source, "first_line": c.first_line, "excerpt": list(c.excerpt),
-                "hint": c.hint, "retryable": c.retryable, "why": c.why,
-                "others": [{"ranks": list(g.ranks), "what": g.what} for g in c.others],
-                "pid": self.pid, "exit_code": self.exit_code, "signal": self.signal, "end_time": self.end_time,
-                "reason": self.reason, "log": self.log, "last_lines": list(self.last_lines)}
+        return {
+            "rank": c.rank,
+            "host": c.host,
+            "device_id": c.device_id,
+            "cls": c.cls,
+            "code": c.code,
+            "time": c.time,
+            "time_source": c.time_source,
+            "first_line": c.first_line,
+            "excerpt": list(c.excerpt),
+            "hint": c.hint,
+            "retryable": c.retryable,
+            "why": c.why,
+            "others": [{"ranks": list(g.ranks), "what": g.what} for g in c.others],
+            "pid": self.pid,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "end_time": self.end_time,
+            "reason": self.reason,
+            "log": self.log,
+            "last_lines": list(self.last_lines),
+        }
 
     @classmethod
     def from_json(cls, data: Any, source: str = "failure.json") -> "FailureReport":
@@ -146,12 +164,31 @@ class FailureReport:
     @classmethod
     def _read(cls, f: _Fields) -> "FailureReport":
         # read in the file's order, so that the first wrong field is the one named
-        cause = RootCause(f.integer("rank"), f.text("host"), f.integer("device_id"), f.text("cls"), f.text("code"),
-                          f.opt_number("time"), f.text("time_source"), f.text("first_line"), f.texts("excerpt"),
-                          f.text("hint"), f.flag("retryable"), f.text("why"),
-                          tuple(RankGroup(g.ints("ranks"), g.text("what")) for g in f.objects("others")))
-        return cls(cause, f.opt_int("pid"), f.opt_int("exit_code"), f.opt_text("signal"), f.opt_number("end_time"),
-                   f.text("reason"), f.text("log"), f.texts("last_lines"))
+        cause = RootCause(
+            f.integer("rank"),
+            f.text("host"),
+            f.integer("device_id"),
+            f.text("cls"),
+            f.text("code"),
+            f.opt_number("time"),
+            f.text("time_source"),
+            f.text("first_line"),
+            f.texts("excerpt"),
+            f.text("hint"),
+            f.flag("retryable"),
+            f.text("why"),
+            tuple(RankGroup(g.ints("ranks"), g.text("what")) for g in f.objects("others")),
+        )
+        return cls(
+            cause,
+            f.opt_int("pid"),
+            f.opt_int("exit_code"),
+            f.opt_text("signal"),
+            f.opt_number("end_time"),
+            f.text("reason"),
+            f.text("log"),
+            f.texts("last_lines"),
+        )
 
 
 @dataclass(frozen=True)
@@ -172,18 +209,38 @@ class RankSummary:
 
     def to_json(self) -> Dict[str, Any]:
         r = self.result
-        return {"rank": r.rank, "host": r.host, "device_id": r.device_id, "pid": r.pid, "state": r.state.value,
-                "start_time": r.start_time, "end_time": r.end_time, "duration_s": self.duration_s,
-                "exit_code": r.exit_code, "signal": r.signal, "error": r.error, "stdout": self.stdout,
-                "stderr": self.stderr, "last_lines": {"stdout": list(self.stdout_tail),
-                                                      "stderr": list(self.stderr_tail)}}
+        return {
+            "rank": r.rank,
+            "host": r.host,
+            "device_id": r.device_id,
+            "pid": r.pid,
+            "state": r.state.value,
+            "start_time": r.start_time,
+            "end_time": r.end_time,
+            "duration_s": self.duration_s,
+            "exit_code": r.exit_code,
+            "signal": r.signal,
+            "error": r.error,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "last_lines": {"stdout": list(self.stdout_tail), "stderr": list(self.stderr_tail)},
+        }
 
     @classmethod
     def from_json(cls, data: Any, source: str = "summary.json", where: str = "") -> "RankSummary":
         f = _Fields(data, source, where)
-        result = RankResult(f.integer("rank"), f.text("host"), f.integer("device_id"), f.opt_int("pid"),
-                            f.choice("state", RankState), f.opt_number("start_time"), f.opt_number("end_time"),
-                            f.opt_int("exit_code"), f.opt_text("signal"), f.opt_text("error"))
+        result = RankResult(
+            f.integer("rank"),
+            f.text("host"),
+            f.integer("device_id"),
+            f.opt_int("pid"),
+            f.choice("state", RankState),
+            f.opt_number("start_time"),
+            f.opt_number("end_time"),
+            f.opt_int("exit_code"),
+            f.opt_text("signal"),
+            f.opt_text("error"),
+        )
         f.opt_number("duration_s")  # derived from the times; checked, not kept
         stdout, stderr, tails = f.text("stdout"), f.text("stderr"), f.object("last_lines")
         return cls(result, stdout, stderr, tails.texts("stdout"), tails.texts("stderr"))
@@ -212,18 +269,38 @@ class JobInfo:
         return round(self.end_time - self.start_time, 3)
 
     def to_json(self) -> Dict[str, Any]:
-        return {"job_id": self.job_id, "name": self.name, "status": self.status.value, "exit_code": self.exit_code,
-                "root_cause_rank": self.root_cause_rank, "world_size": self.world_size, "hosts": list(self.hosts),
-                "job_dir": self.job_dir, "start_time": self.start_time, "end_time": self.end_time,
-                "duration_s": self.duration_s, "stop_signal": self.stop_signal,
-                "strays_killed": list(self.strays_killed), "launcher_cpu_s": self.launcher_cpu_s}
+        return {
+            "job_id": self.job_id,
+            "name": self.name,
+            "status": self.status.value,
+            "exit_code": self.exit_code,
+            "root_cause_rank": self.root_cause_rank,
+            "world_size": self.world_size,
+            "hosts": list(self.hosts),
+            "job_dir": self.job_dir,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+            "duration_s": self.duration_s,
+            "stop_signal": self.stop_signal,
+            "strays_killed": list(self.strays_killed),
+            "launcher_cpu_s": self.launcher_cpu_s,
+        }
 
     @classmethod
     def from_json(cls, data: Any, source: str = "summary.json", where: str = "job") -> "JobInfo":
         f = _Fields(data, source, where)
-        head = (f.text("job_id"), f.text("name"), f.choice("status", JobStatus), f.integer("exit_code"),
-                f.opt_int("root_cause_rank"), f.integer("world_size"), f.texts("hosts"), f.text("job_dir"),
-                f.number("start_time"), f.number("end_time"))
+        head = (
+            f.text("job_id"),
+            f.text("name"),
+            f.choice("status", JobStatus),
+            f.integer("exit_code"),
+            f.opt_int("root_cause_rank"),
+            f.integer("world_size"),
+            f.texts("hosts"),
+            f.text("job_dir"),
+            f.number("start_time"),
+            f.number("end_time"),
+        )
         f.number("duration_s")  # derived from the times; checked, not kept
         cpu = f.opt_number("launcher_cpu_s") if "launcher_cpu_s" in f.data else None
         return cls(*head, f.opt_text("stop_signal"), f.ints("strays_killed"), cpu)
@@ -257,16 +334,24 @@ class AttemptRecord:
     root_cause: Optional[AttemptCause]
 
     def to_json(self) -> Dict[str, Any]:
-        return {"attempt": self.attempt, "dir": self.dir, "status": self.status.value, "exit_code": self.exit_code,
-                "root_cause": None if self.root_cause is None else self.root_cause.to_json()}
+        return {
+            "attempt": self.attempt,
+            "dir": self.dir,
+            "status": self.status.value,
+            "exit_code": self.exit_code,
+            "root_cause": None if self.root_cause is None else self.root_cause.to_json(),
+        }
 
     @classmethod
     def from_json(cls, data: Any, source: str = "summary.json", where: str = "") -> "AttemptRecord":
         f = _Fields(data, source, where)
         head = (f.integer("attempt"), f.text("dir"), f.choice("status", JobStatus), f.integer("exit_code"))
         root = f.opt_object("root_cause")
-        cause = None if root is None else AttemptCause(root.integer("rank"), root.text("cls"), root.text("code"),
-                                                       root.flag("retryable"))
+        cause = (
+            None
+            if root is None
+            else AttemptCause(root.integer("rank"), root.text("cls"), root.text("code"), root.flag("retryable"))
+        )
         return cls(*head, cause)
 
 
@@ -296,17 +381,22 @@ class JobSummary:
     def attempt_record(self, attempt: int, directory: str) -> AttemptRecord:
         """This summary as attempt ``attempt`` (run in ``directory``) of the attempts list."""
         root = self.root_cause
-        cause = None if root is None else AttemptCause(root.cause.rank, root.cause.cls, root.cause.code,
-                                                       root.cause.retryable)
+        cause = (
+            None
+            if root is None
+            else AttemptCause(root.cause.rank, root.cause.cls, root.cause.code, root.cause.retryable)
+        )
         return AttemptRecord(attempt, directory, self.status, self.exit_code, cause)
 
     def with_attempts(self, attempts: Sequence[AttemptRecord]) -> "JobSummary":
         return replace(self, attempts=tuple(attempts))
 
     def to_json(self) -> Dict[str, Any]:
-        data: Dict[str, Any] = {"job": self.job.to_json(),
-                                "root_cause": None if self.root_cause is None else self.root_cause.to_json(),
-                                "ranks": [rank.to_json() for rank in self.ranks]}
+        data: Dict[str, Any] = {
+            "job": self.job.to_json(),
+            "root_cause": None if self.root_cause is None else self.root_cause.to_json(),
+            "ranks": [rank.to_json() for rank in self.ranks],
+        }
         if self.attempts is not None:
             data["attempts"] = [attempt.to_json() for attempt in self.attempts]
         return data

@@ -78,8 +78,10 @@ def run_tool(argv: Sequence[str]) -> str:
 def discover_devices(runner: Runner = run_tool) -> Tuple[NpuChip, ...]:
     """The chips of this host, or PlanError saying why they cannot be known."""
     if runner is run_tool and shutil.which("npu-smi") is None:
-        raise PlanError("devices: all needs npu-smi to list this host's NPUs, and npu-smi is not on PATH; "
-                        "list the devices (devices: [0, 1, 2, 3]) or give a count (--nproc-per-node 4)")
+        raise PlanError(
+            "devices: all needs npu-smi to list this host's NPUs, and npu-smi is not on PATH; "
+            "list the devices (devices: [0, 1, 2, 3]) or give a count (--nproc-per-node 4)"
+        )
     chips = parse_npu_smi_info(runner(["npu-smi", "info"]))
     if not chips:
         raise PlanError("npu-smi info listed no NPU chips; list the devices in the YAML instead")

@@ -34,9 +34,18 @@ class RankResult:
 
     def to_json(self) -> Dict[str, Any]:
         """A JSON-ready record (``state`` as its value)."""
-        return {"rank": self.rank, "host": self.host, "device_id": self.device_id, "pid": self.pid,
-                "state": self.state.value, "start_time": self.start_time, "end_time": self.end_time,
-                "exit_code": self.exit_code, "signal": self.signal, "error": self.error}
+        return {
+            "rank": self.rank,
+            "host": self.host,
+            "device_id": self.device_id,
+            "pid": self.pid,
+            "state": self.state.value,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "error": self.error,
+        }
 
     @classmethod
     def from_json(cls, record: Dict[str, Any]) -> "RankResult":

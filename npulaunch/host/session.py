@@ -19,10 +19,25 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-__all__ = ["OPTIONS_VAR", "PRECEDENCE_VAR", "RANK_DIR_VAR", "EFFECTIVE_FILE", "HEARTBEAT_FILE",
-           "STACK_SIGNAL_FILE", "STACK_DUMP_SIGNAL", "INIT_SESSION_OPTIONS", "options", "run_config_kwargs",
-           "apply_options", "effective_options", "record", "npu_config", "initialize_system", "heartbeat",
-           "register_stack_dump"]
+__all__ = [
+    "OPTIONS_VAR",
+    "PRECEDENCE_VAR",
+    "RANK_DIR_VAR",
+    "EFFECTIVE_FILE",
+    "HEARTBEAT_FILE",
+    "STACK_SIGNAL_FILE",
+    "STACK_DUMP_SIGNAL",
+    "INIT_SESSION_OPTIONS",
+    "options",
+    "run_config_kwargs",
+    "apply_options",
+    "effective_options",
+    "record",
+    "npu_config",
+    "initialize_system",
+    "heartbeat",
+    "register_stack_dump",
+]
 
 OPTIONS_VAR = "NPULAUNCH_SESSION_OPTIONS"
 PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"  # "script" (default) or "yaml"
@@ -36,10 +51,25 @@ OPTIMIZER = "NpuOptimizer"
 
 # The options CANN requires on the separate session that runs npu_ops.initialize_system(), when
 # the training uses them (seed 002, table 1).
-INIT_SESSION_OPTIONS = ("profiling_mode", "profiling_options", "fp_point", "bp_point", "enable_dump", "dump_path",
-                        "dump_step", "dump_mode", "enable_dump_debug", "dump_debug_mode", "precision_mode",
-                        "auto_tune_mode", "graph_run_mode", "op_debug_level", "enable_exception_dump",
-                        "op_select_implmode", "optypelist_for_implmode")
+INIT_SESSION_OPTIONS = (
+    "profiling_mode",
+    "profiling_options",
+    "fp_point",
+    "bp_point",
+    "enable_dump",
+    "dump_path",
+    "dump_step",
+    "dump_mode",
+    "enable_dump_debug",
+    "dump_debug_mode",
+    "precision_mode",
+    "auto_tune_mode",
+    "graph_run_mode",
+    "op_debug_level",
+    "enable_exception_dump",
+    "op_select_implmode",
+    "optypelist_for_implmode",
+)
 
 _warned = set()  # type: set
 
@@ -60,6 +90,7 @@ def _tensorflow() -> Tuple[Any, Any]:
     import tensorflow as tf  # noqa: F401 - imported here so that importing this module stays free
     from tensorflow.core.protobuf.config_pb2 import ConfigProto
     from tensorflow.core.protobuf.rewriter_config_pb2 import RewriterConfig
+
     _load_npu_bridge()
     return ConfigProto, RewriterConfig
 
@@ -113,8 +144,9 @@ def apply_options(config: Any, values: Dict[str, Any], prefer: str = "script") -
             mine = _read(custom.parameter_map[name])
             if mine != value:
                 keep = "the script's" if prefer == "script" else "the YAML's"
-                conflicts.append("session option %s: the script sets %r, the YAML sets %r; keeping %s"
-                                 % (name, mine, value, keep))
+                conflicts.append(
+                    "session option %s: the script sets %r, the YAML sets %r; keeping %s" % (name, mine, value, keep)
+                )
                 if prefer == "script":
                     continue
         attr = custom.parameter_map[name]

@@ -30,35 +30,136 @@ class Signature:
 
 
 SIGNATURES: Tuple[Signature, ...] = (
-    Signature("EI0006", r"\bEI0006\b", "hccl_connect_timeout", SYMPTOM, True,
-              "a peer never connected while HCCL set up its links: look for the rank that did not start "
-              "or was slower (compilation); HCCL_CONNECT_TIMEOUT sets how long ranks wait", "EI0006", fatal=True, needles=("EI0006",)),
-    Signature("EI0002", r"\bEI0002\b", "hccl_exec_timeout", SYMPTOM, False,
-              "a collective operation timed out, usually because another rank failed or stalled first; "
-              "hccl_timeout / HCCL_EXEC_TIMEOUT set how long ranks wait", "EI0002", fatal=True, needles=("EI0002",)),
-    Signature("EI0004", r"\bEI0004\b", "invalid_rank_table", CAUSE, False,
-              "the rank table is invalid: check RANK_TABLE_FILE, device IPs and rank ids", "EI0004", fatal=True, needles=("EI0004",)),
-    Signature("EI0014", r"\bEI0014\b", "invalid_rank_table", CAUSE, False,
-              "the rank table does not match the ranks started: check RANK_TABLE_FILE", "EI0014", fatal=True, needles=("EI0014",)),
-    Signature("EI0008", r"\bEI0008\b", "cann_version_mismatch", CAUSE, False,
-              "ranks run different CANN versions: install the same version on every host", "EI0008", fatal=True, needles=("EI0008",)),
-    Signature("EE1002", r"\bEE1002\b", "stream_sync_timeout", SYMPTOM, False,
-              "stream synchronisation timed out (stream_sync_timeout, milliseconds): a kernel or a "
-              "collective did not finish, often waiting on another rank", "EE1002", fatal=True, needles=("EE1002",)),
-    Signature("507046", r"\b507046\b", "stream_sync_timeout", SYMPTOM, False,
-              "the runtime reported a stream synchronisation timeout (507046)", "507046", fatal=True, needles=("507046",)),
-    Signature("EZ9999-aicore", r"\bEZ9999\b.*\b(aicore|aivec) error\b|\b(aicore|aivec) error\b.*\bEZ9999\b",
-              "device_kernel_fault", CAUSE, False,
-              "a kernel faulted on the NPU (AI Core/vector error): look at the operator named in the plog; "
-              "op_debug_config oom can locate memory overwrites", "EZ9999", fatal=True, needles=("EZ9999",)),
-    Signature("EL0004", r"\bEL0004\b", "device_out_of_memory", CAUSE, False,
-              "device memory ran out: reduce the batch size or memory options", "EL0004", fatal=True, needles=("EL0004",)),
-    Signature("out-of-memory", r"(?i:\bout of memory\b)", "device_out_of_memory", CAUSE, False,
-              "memory ran out: reduce the batch size or memory options", needles=("out of memory",)),
-    Signature("python-traceback", r"^Traceback \(most recent call last\):", "python_exception", CAUSE, False,
-              "the script raised an exception: see the excerpt", needles=("Traceback",)),
-    Signature("segfault", r"(?i:\bsegmentation fault\b)", "segfault", CAUSE, False,
-              "the process crashed with a segmentation fault", needles=("segmentation fault",)),
+    Signature(
+        "EI0006",
+        r"\bEI0006\b",
+        "hccl_connect_timeout",
+        SYMPTOM,
+        True,
+        "a peer never connected while HCCL set up its links: look for the rank that did not start "
+        "or was slower (compilation); HCCL_CONNECT_TIMEOUT sets how long ranks wait",
+        "EI0006",
+        fatal=True,
+        needles=("EI0006",),
+    ),
+    Signature(
+        "EI0002",
+        r"\bEI0002\b",
+        "hccl_exec_timeout",
+        SYMPTOM,
+        False,
+        "a collective operation timed out, usually because another rank failed or stalled first; "
+        "hccl_timeout / HCCL_EXEC_TIMEOUT set how long ranks wait",
+        "EI0002",
+        fatal=True,
+        needles=("EI0002",),
+    ),
+    Signature(
+        "EI0004",
+        r"\bEI0004\b",
+        "invalid_rank_table",
+        CAUSE,
+        False,
+        "the rank table is invalid: check RANK_TABLE_FILE, device IPs and rank ids",
+        "EI0004",
+        fatal=True,
+        needles=("EI0004",),
+    ),
+    Signature(
+        "EI0014",
+        r"\bEI0014\b",
+        "invalid_rank_table",
+        CAUSE,
+        False,
+        "the rank table does not match the ranks started: check RANK_TABLE_FILE",
+        "EI0014",
+        fatal=True,
+        needles=("EI0014",),
+    ),
+    Signature(
+        "EI0008",
+        r"\bEI0008\b",
+        "cann_version_mismatch",
+        CAUSE,
+        False,
+        "ranks run different CANN versions: install the same version on every host",
+        "EI0008",
+        fatal=True,
+        needles=("EI0008",),
+    ),
+    Signature(
+        "EE1002",
+        r"\bEE1002\b",
+        "stream_sync_timeout",
+        SYMPTOM,
+        False,
+        "stream synchronisation timed out (stream_sync_timeout, milliseconds): a kernel or a "
+        "collective did not finish, often waiting on another rank",
+        "EE1002",
+        fatal=True,
+        needles=("EE1002",),
+    ),
+    Signature(
+        "507046",
+        r"\b507046\b",
+        "stream_sync_timeout",
+        SYMPTOM,
+        False,
+        "the runtime reported a stream synchronisation timeout (507046)",
+        "507046",
+        fatal=True,
+        needles=("507046",),
+    ),
+    Signature(
+        "EZ9999-aicore",
+        r"\bEZ9999\b.*\b(aicore|aivec) error\b|\b(aicore|aivec) error\b.*\bEZ9999\b",
+        "device_kernel_fault",
+        CAUSE,
+        False,
+        "a kernel faulted on the NPU (AI Core/vector error): look at the operator named in the plog; "
+        "op_debug_config oom can locate memory overwrites",
+        "EZ9999",
+        fatal=True,
+        needles=("EZ9999",),
+    ),
+    Signature(
+        "EL0004",
+        r"\bEL0004\b",
+        "device_out_of_memory",
+        CAUSE,
+        False,
+        "device memory ran out: reduce the batch size or memory options",
+        "EL0004",
+        fatal=True,
+        needles=("EL0004",),
+    ),
+    Signature(
+        "out-of-memory",
+        r"(?i:\bout of memory\b)",
+        "device_out_of_memory",
+        CAUSE,
+        False,
+        "memory ran out: reduce the batch size or memory options",
+        needles=("out of memory",),
+    ),
+    Signature(
+        "python-traceback",
+        r"^Traceback \(most recent call last\):",
+        "python_exception",
+        CAUSE,
+        False,
+        "the script raised an exception: see the excerpt",
+        needles=("Traceback",),
+    ),
+    Signature(
+        "segfault",
+        r"(?i:\bsegmentation fault\b)",
+        "segfault",
+        CAUSE,
+        False,
+        "the process crashed with a segmentation fault",
+        needles=("segmentation fault",),
+    ),
 )
 
 # "[ERROR] HCCL(12345,python3):2024-01-02-03:04:05.678.901 [...]": plogs stamp each line like this
@@ -91,8 +192,7 @@ class Matcher:
         self._exact = _prefilter({n for s in self.signatures for n in s.needles if n != n.lower() or n.upper() == n})
         self._folded = _prefilter({n for s in self.signatures for n in s.needles if n == n.lower() and n.upper() != n})
         unfiltered = [s.pattern for s in self.signatures if not s.needles]
-        self._unfiltered = re.compile("|".join("(?:%s)" % p for p in unfiltered), re.MULTILINE) if unfiltered \
-            else None
+        self._unfiltered = re.compile("|".join("(?:%s)" % p for p in unfiltered), re.MULTILINE) if unfiltered else None
 
     def _may_match(self, text: str) -> bool:
         if any(_found(needle, text) for needle in self._exact):
@@ -136,9 +236,12 @@ def _prefilter(needles: Iterable[str]) -> Tuple[Needle, ...]:
     groups: Dict[str, List[str]] = {}
     for needle in sorted(needles):
         groups.setdefault(needle[0], []).append(needle)
-    return tuple(group[0] if len(group) == 1 else
-                 re.compile(re.escape(first) + "(?:" + "|".join(re.escape(n[1:]) for n in group) + ")")
-                 for first, group in sorted(groups.items()))
+    return tuple(
+        group[0]
+        if len(group) == 1
+        else re.compile(re.escape(first) + "(?:" + "|".join(re.escape(n[1:]) for n in group) + ")")
+        for first, group in sorted(groups.items())
+    )
 
 
 def _found(needle: Needle, text: str) -> bool:
@@ -147,7 +250,15 @@ def _found(needle: Needle, text: str) -> bool:
 
 def user_signatures(patterns: Iterable[dict]) -> List[Signature]:
     """Signatures from the YAML's monitor.patterns (already validated by the config layer)."""
-    return [Signature(name=p["name"], pattern=p["pattern"], cls=p.get("class", p["name"]),
-                      kind=p.get("kind", CAUSE), retryable=bool(p.get("retryable", False)),
-                      hint=p.get("hint", "matched the job's own pattern"), code=p.get("code", ""))
-            for p in patterns]
+    return [
+        Signature(
+            name=p["name"],
+            pattern=p["pattern"],
+            cls=p.get("class", p["name"]),
+            kind=p.get("kind", CAUSE),
+            retryable=bool(p.get("retryable", False)),
+            hint=p.get("hint", "matched the job's own pattern"),
+            code=p.get("code", ""),
+        )
+        for p in patterns
+    ]

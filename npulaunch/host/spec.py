@@ -92,8 +92,9 @@ class HostPlan:
         return cls(**values)
 
 
-def compose_env(spec: RankSpec, inherited: Mapping[str, str],
-                inject_dir: Optional[str] = INJECT_DIR) -> Tuple[Dict[str, str], Dict[str, str]]:
+def compose_env(
+    spec: RankSpec, inherited: Mapping[str, str], inject_dir: Optional[str] = INJECT_DIR
+) -> Tuple[Dict[str, str], Dict[str, str]]:
     """The one place a rank's environment is composed: ``inherited`` without what the plan unsets,
     the plan's values over it, then the prepended paths (``inject_dir``, this host's copy of the
     injection hook, in place of INJECTION_TOKEN; None leaves the token as the plan shows it).

@@ -72,6 +72,10 @@ def next_check_in(progress: Mapping[int, Progress], now: float, limits: HangLimi
 
 def describe(hangs: List[Hang], running: int) -> Dict[str, object]:
     """Event data for a set of hangs: which ranks, whether the whole job stalled."""
-    return {"ranks": [h.rank for h in hangs], "phase": hangs[0].phase if hangs else "",
-            "whole_job": len(hangs) == running, "silent_s": {str(h.rank): round(h.silent_s, 3) for h in hangs},
-            "limit_s": hangs[0].limit_s if hangs else 0}
+    return {
+        "ranks": [h.rank for h in hangs],
+        "phase": hangs[0].phase if hangs else "",
+        "whole_job": len(hangs) == running,
+        "silent_s": {str(h.rank): round(h.silent_s, 3) for h in hangs},
+        "limit_s": hangs[0].limit_s if hangs else 0,
+    }

@@ -48,8 +48,7 @@ class Start:
 
     @classmethod
     def from_json(cls, record: Dict[str, Any], default_heartbeat_s: float) -> "Start":
-        return cls(HostPlan.from_dict(record["plan"]),
-                   float(record.get("heartbeat_timeout_s", default_heartbeat_s)))
+        return cls(HostPlan.from_dict(record["plan"]), float(record.get("heartbeat_timeout_s", default_heartbeat_s)))
 
 
 @dataclass(frozen=True)
@@ -73,8 +72,12 @@ class Command:
 
     @classmethod
     def from_json(cls, record: Dict[str, Any]) -> "Command":
-        return cls(str(record.get("cmd", "")), str(record.get("reason", "the launcher asked")),
-                   str(record.get("signal", "")), tuple(int(r) for r in record.get("ranks", ())))
+        return cls(
+            str(record.get("cmd", "")),
+            str(record.get("reason", "the launcher asked")),
+            str(record.get("signal", "")),
+            tuple(int(r) for r in record.get("ranks", ())),
+        )
 
 
 @dataclass(frozen=True)
@@ -117,13 +120,22 @@ class Done:
     controller_lost: str = ""
 
     def to_json(self) -> Dict[str, Any]:
-        return {"type": "done", "stop_signal": self.stop_signal, "strays_killed": self.strays_killed,
-                "controller_lost": self.controller_lost, "ranks": [r.to_json() for r in self.ranks]}
+        return {
+            "type": "done",
+            "stop_signal": self.stop_signal,
+            "strays_killed": self.strays_killed,
+            "controller_lost": self.controller_lost,
+            "ranks": [r.to_json() for r in self.ranks],
+        }
 
     @classmethod
     def from_json(cls, record: Dict[str, Any]) -> "Done":
-        return cls([RankResult.from_json(r) for r in record["ranks"]], record.get("stop_signal"),
-                   list(record.get("strays_killed", [])), str(record.get("controller_lost", "")))
+        return cls(
+            [RankResult.from_json(r) for r in record["ranks"]],
+            record.get("stop_signal"),
+            list(record.get("strays_killed", [])),
+            str(record.get("controller_lost", "")),
+        )
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ def enable() -> None:
 
 def enabled() -> bool:
     return _ROOT.isEnabledFor(logging.DEBUG) and any(
-        isinstance(h, (logging.handlers.MemoryHandler, logging.FileHandler)) for h in _ROOT.handlers)
+        isinstance(h, (logging.handlers.MemoryHandler, logging.FileHandler)) for h in _ROOT.handlers
+    )
 
 
 def write_to(path: str) -> None:

@@ -54,4 +54,3 @@ class LocalRunner:
 
     def close(self) -> None:
         self.agent.close()
-

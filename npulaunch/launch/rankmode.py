@@ -29,15 +29,19 @@ def exec_rank(loaded: Loaded) -> int:
     """Become the rank; returns only if the command cannot be executed (raises ExecFailed)."""
     view = loaded.view
     if loaded.node is None or view is None or view.rank is None:
-        raise UsageError("npulaunch exec runs as one task of a scheduler's job (srun -n N, mpirun -n N, ...), and "
-                         "no scheduler was found in the environment (or pass --scheduler)")
+        raise UsageError(
+            "npulaunch exec runs as one task of a scheduler's job (srun -n N, mpirun -n N, ...), and "
+            "no scheduler was found in the environment (or pass --scheduler)"
+        )
     plan = planner(loaded)(1)
     spec = plan.ranks[view.rank]
     if (spec.node_rank, spec.local_rank) != (loaded.node, view.local_rank):
-        raise UsageError(f"{view.kind.value} made this task rank {view.rank}, task {view.local_rank} on node "
-                         f"{loaded.node}; in the plan rank {view.rank} is task {spec.local_rank} on node "
-                         f"{spec.node_rank}: distribute tasks in blocks (srun --distribution=block, mpirun "
-                         "--map-by slot)")
+        raise UsageError(
+            f"{view.kind.value} made this task rank {view.rank}, task {view.local_rank} on node "
+            f"{loaded.node}; in the plan rank {view.rank} is task {spec.local_rank} on node "
+            f"{spec.node_rank}: distribute tasks in blocks (srun --distribution=block, mpirun "
+            "--map-by slot)"
+        )
     layout = plan.layout
     os.makedirs(layout.own_dir, 0o700, exist_ok=True)
     write_once(layout.plan_path, render_plan_json(plan, {spec.host: dict(os.environ)}))

@@ -25,9 +25,13 @@ def should_restart(summary: JobSummary, attempt: int, max_restarts: int) -> bool
     return summary.exit_code == 1 and summary.retryable and attempt <= max_restarts
 
 
-def run_with_restarts(plan_for: Callable[[int], LaunchPlan], console: Console, max_restarts: int,
-                      inherited: Optional[Mapping[str, str]] = None,
-                      make_runner: Optional[Callable[[LaunchPlan], RankRunner]] = None) -> JobSummary:
+def run_with_restarts(
+    plan_for: Callable[[int], LaunchPlan],
+    console: Console,
+    max_restarts: int,
+    inherited: Optional[Mapping[str, str]] = None,
+    make_runner: Optional[Callable[[LaunchPlan], RankRunner]] = None,
+) -> JobSummary:
     """Run every attempt; ``make_runner(plan)`` gives each attempt its runner (default: this
     host's agent, in-process). Returns the job's summary (the last attempt's, listing them all)."""
     base_env = dict(os.environ if inherited is None else inherited)
@@ -43,12 +47,18 @@ def run_with_restarts(plan_for: Callable[[int], LaunchPlan], console: Console, m
             break
         why = record.root_cause.label if record.root_cause else "?"
         log.debug("retryable failure (%s): restarting, attempt %d", why, attempt + 1)
-        console.message(f"the failure is retryable ({why}): restarting the job, attempt "
-                        f"{attempt + 1} of {max_restarts + 1}")
+        console.message(
+            f"the failure is retryable ({why}): restarting the job, attempt {attempt + 1} of {max_restarts + 1}"
+        )
         attempt += 1
     summary = summary.with_attempts(attempts)
     write_summary(plan.layout, summary)
     if len(attempts) > 1:
-        console.message("attempts: " + "; ".join(f"{a.attempt}: {a.status.value}" + (
-            f" ({a.root_cause.label})" if a.root_cause else "") for a in attempts))
+        console.message(
+            "attempts: "
+            + "; ".join(
+                f"{a.attempt}: {a.status.value}" + (f" ({a.root_cause.label})" if a.root_cause else "")
+                for a in attempts
+            )
+        )
     return summary

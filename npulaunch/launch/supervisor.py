@@ -14,8 +14,8 @@ import time
 from typing import IO, List, Mapping, Optional, Tuple
 
 from npulaunch.diagnose.report import build_report, describe_exit
-from npulaunch.diagnose.summary import JobSummary
 from npulaunch.diagnose.rootcause import ranks_word
+from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.records import RankState
@@ -40,8 +40,9 @@ log = logging.getLogger(__name__)
 class Supervisor:
     """Runs one attempt of a plan with a runner (this host's agent, or every host's over SSH)."""
 
-    def __init__(self, plan: LaunchPlan, console: Console, runner: RankRunner,
-                 inherited: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(
+        self, plan: LaunchPlan, console: Console, runner: RankRunner, inherited: Optional[Mapping[str, str]] = None
+    ) -> None:
         self.plan = plan
         self.console = console
         self.runner = runner
@@ -65,8 +66,10 @@ class Supervisor:
             attempt = f" (attempt {plan.attempt} of {plan.max_restarts + 1})" if plan.attempt else ""
             what = f"{plan.world_size} ranks"
             if plan.node is not None:  # under a scheduler: this node's share
-                what = (f"{len(plan.this_host_plan.ranks)} ranks of {plan.world_size}, node "
-                        f"{plan.node} ({plan.hosts[plan.node]})")
+                what = (
+                    f"{len(plan.this_host_plan.ranks)} ranks of {plan.world_size}, node "
+                    f"{plan.node} ({plan.hosts[plan.node]})"
+                )
             self.console.message(f"job {plan.job_id}{attempt}: starting {what}, logs in {layout.attempt_dir}")
             log.debug("job %s%s: starting %s in %s", plan.job_id, attempt, what, layout.attempt_dir)
             try:
@@ -77,9 +80,19 @@ class Supervisor:
                 log.debug("closing the runner")
                 self.runner.close()
             summary = build_report(plan, outcome, start, time.time(), self._kept)
-            self._record(Event(EventKind.JOB_FINISHED, plan.job_id, plan.hosts[0], None,
-                               {"status": summary.status.value, "exit_code": summary.exit_code,
-                                "root_cause_rank": summary.job.root_cause_rank}))
+            self._record(
+                Event(
+                    EventKind.JOB_FINISHED,
+                    plan.job_id,
+                    plan.hosts[0],
+                    None,
+                    {
+                        "status": summary.status.value,
+                        "exit_code": summary.exit_code,
+                        "root_cause_rank": summary.job.root_cause_rank,
+                    },
+                )
+            )
         write_attempt_summary(layout, summary)
         log.debug("attempt finished: %s, exit code %d", summary.status.value, summary.exit_code)
         self.console.report(summary)
@@ -112,25 +125,34 @@ class Supervisor:
     def _on_event(self, event: Event) -> None:
         """Record every event; apply fail-fast; tell the user what npulaunch is doing."""
         self._record(event)
-        log.debug("event %s host=%s rank=%s %s", event.kind.value, event.host, event.rank,
-                  {k: v for k, v in event.data.items() if k not in ("context", "after", "argv")})
+        log.debug(
+            "event %s host=%s rank=%s %s",
+            event.kind.value,
+            event.host,
+            event.rank,
+            {k: v for k, v in event.data.items() if k not in ("context", "after", "argv")},
+        )
         self.console.event(event)
         kind, data = event.kind, event.data
         if kind in KEPT_FOR_REPORT:
             self._kept.append(event)
         if kind is EventKind.SIGNATURE_MATCHED:
-            self.console.message(f"rank {event.rank} reported {signature_label(data)} "
-                                 f"({data['cls']}, a {data['signature_kind']}): {data['line'][:200]}")
+            self.console.message(
+                f"rank {event.rank} reported {signature_label(data)} "
+                f"({data['cls']}, a {data['signature_kind']}): {data['line'][:200]}"
+            )
             if data.get("fatal"):
                 log.debug("fatal signature on rank %s: stopping the job", event.rank)
                 self.runner.stop(f"rank {event.rank} reported {signature_label(data)}")
             return
         if kind is EventKind.HANG_DETECTED:
             scope = "every rank" if data["whole_job"] else ranks_word(data["ranks"])
-            self.console.message(f"hang: {scope} printed nothing for more than {data['limit_s']:g} s "
-                                 f"({data['phase']}); stopping the job")
-            log.debug("hang: dumping the stacks of ranks %s, stopping when written (at most %g s)",
-                      data["ranks"], DUMP_WAIT_S)
+            self.console.message(
+                f"hang: {scope} printed nothing for more than {data['limit_s']:g} s ({data['phase']}); stopping the job"
+            )
+            log.debug(
+                "hang: dumping the stacks of ranks %s, stopping when written (at most %g s)", data["ranks"], DUMP_WAIT_S
+            )
             self._stop_after_dumps = ("hang detected", time.monotonic() + DUMP_WAIT_S)
             self.runner.dump_stacks(data["ranks"])
             return
@@ -143,15 +165,18 @@ class Supervisor:
                 self._stop_now("stacks dumped")
             return
         failed = kind is EventKind.RANK_SPAWN_FAILED or (
-            kind is EventKind.RANK_EXITED and data["state"] == RankState.FAILED.value)
+            kind is EventKind.RANK_EXITED and data["state"] == RankState.FAILED.value
+        )
         if failed:
             why = describe_exit(data.get("exit_code"), data.get("signal"), data.get("error"))
             self.console.message(f"rank {event.rank} {why}; stopping the job")
             log.debug("rank %s failed (%s): stopping the job", event.rank, why)
             self.runner.stop(f"rank {event.rank} failed")
         elif kind is EventKind.SIGNAL_RECEIVED:
-            self.console.message(f"received {data['signal']}; stopping every rank"
-                                 f" (SIGKILL after {self.plan.grace_period_s:g} s; Ctrl-C again to kill now)")
+            self.console.message(
+                f"received {data['signal']}; stopping every rank"
+                f" (SIGKILL after {self.plan.grace_period_s:g} s; Ctrl-C again to kill now)"
+            )
         elif kind is EventKind.KILL_ESCALATED and data.get("ranks"):
             self.console.message(f"SIGKILL to ranks still running: {data['ranks']} ({data['reason']})")
         elif kind is EventKind.PREFLIGHT_WARNING:

@@ -13,13 +13,13 @@ from dataclasses import replace
 from typing import Callable, List, Sequence, Tuple
 
 from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, HostConfig, RankTableMode
-from npulaunch.host.errors import ConfigError
-from npulaunch.host.errors import SchedulerError
+from npulaunch.host.errors import ConfigError, SchedulerError
 from npulaunch.plan.scheduler import SchedulerView
 
 
-def scheduler_config(config: ClusterConfig, view: SchedulerView, local_devices: Callable[[], Sequence[int]],
-                     rank_mode: bool = False) -> Tuple[ClusterConfig, int]:
+def scheduler_config(
+    config: ClusterConfig, view: SchedulerView, local_devices: Callable[[], Sequence[int]], rank_mode: bool = False
+) -> Tuple[ClusterConfig, int]:
     """``(config with the allocation's hosts, this node's index)``.
 
     A YAML host entry named like an allocated node gives that node's devices and device IPs;
@@ -30,10 +30,15 @@ def scheduler_config(config: ClusterConfig, view: SchedulerView, local_devices: 
     names, source = _node_names(config, view)
     node = view.node_index
     if node is None or not 0 <= node < len(names):
-        raise SchedulerError(f"{view.kind.value}: this node's index is unknown or outside the {len(names)} nodes "
-                             f"({view_sources(view)})")
-    sources = dict(config.sources, hosts=source, node=view.sources.get("node_index", "the scheduler"),
-                   scheduler=f"{view.kind.value} ({view.sources.get('kind', 'detected')})")
+        raise SchedulerError(
+            f"{view.kind.value}: this node's index is unknown or outside the {len(names)} nodes ({view_sources(view)})"
+        )
+    sources = dict(
+        config.sources,
+        hosts=source,
+        node=view.sources.get("node_index", "the scheduler"),
+        scheduler=f"{view.kind.value} ({view.sources.get('kind', 'detected')})",
+    )
     if rank_mode:
         sources["rank"] = view.sources.get("rank", "the scheduler")
     by_name = {h.host: h for h in config.hosts}
@@ -43,9 +48,15 @@ def scheduler_config(config: ClusterConfig, view: SchedulerView, local_devices: 
         entry = by_name.get(name)
         if entry is None:
             if template is None:
-                raise ConfigError([config.problem(("hosts",), f"no entry for node {name}",
-                                                  "one entry per allocated node (by name), or a single entry "
-                                                  "that every node follows")])
+                raise ConfigError(
+                    [
+                        config.problem(
+                            ("hosts",),
+                            f"no entry for node {name}",
+                            "one entry per allocated node (by name), or a single entry that every node follows",
+                        )
+                    ]
+                )
             entry = replace(template, device_ips=None)
         host = replace(entry, host=name)
         if host.devices == ALL_DEVICES:
@@ -64,9 +75,11 @@ def _node_names(config: ClusterConfig, view: SchedulerView) -> Tuple[Tuple[str, 
     else:
         names, source = tuple(h.host for h in config.hosts), "yaml, in order (the scheduler does not list its nodes)"
     if view.node_count is not None and view.node_count != len(names):
-        raise SchedulerError(f"{view.kind.value} runs {view.node_count} nodes ({view_sources(view)}), but the YAML "
-                             f"lists {len(names)} hosts; under {view.kind.value} list the nodes in order, one hosts "
-                             "entry each")
+        raise SchedulerError(
+            f"{view.kind.value} runs {view.node_count} nodes ({view_sources(view)}), but the YAML "
+            f"lists {len(names)} hosts; under {view.kind.value} list the nodes in order, one hosts "
+            "entry each"
+        )
     return tuple(names), source
 
 
@@ -82,8 +95,15 @@ def tasks_on(view: SchedulerView, index: int) -> int:
 def _one_device_per_task(config: ClusterConfig, host: HostConfig, tasks: int) -> HostConfig:
     assert isinstance(host.devices, tuple)
     if len(host.devices) < tasks:
-        raise ConfigError([config.problem(host.path + ("devices",), f"{len(host.devices)} devices",
-                                          f"at least {tasks}, one per task the scheduler starts on {host.host}")])
+        raise ConfigError(
+            [
+                config.problem(
+                    host.path + ("devices",),
+                    f"{len(host.devices)} devices",
+                    f"at least {tasks}, one per task the scheduler starts on {host.host}",
+                )
+            ]
+        )
     ips = host.device_ips[:tasks] if host.device_ips is not None else None
     return replace(host, devices=host.devices[:tasks], device_ips=ips)
 
@@ -92,13 +112,17 @@ def rank_mode_view(view: SchedulerView) -> SchedulerView:
     """Fill in what rank mode needs and a scheduler may leave out: Open MPI does not say which
     node a rank is on; mapped by slot, it is rank // ranks per node."""
     if view.rank is None or view.world_size is None or view.local_rank is None:
-        raise SchedulerError(f"{view.kind.value}: this process's rank is unknown ({view_sources(view)}); "
-                             "npulaunch exec runs as one of the scheduler's tasks (srun -n N ..., mpirun -n N ...)")
+        raise SchedulerError(
+            f"{view.kind.value}: this process's rank is unknown ({view_sources(view)}); "
+            "npulaunch exec runs as one of the scheduler's tasks (srun -n N ..., mpirun -n N ...)"
+        )
     if view.node_index is not None and view.node_count is not None and view.node_count > 1:
         return view
     if not view.local_size or view.world_size % view.local_size:
-        raise SchedulerError(f"{view.kind.value}: cannot place {view.world_size} ranks on nodes of "
-                             f"{view.local_size} ({view_sources(view)})")
+        raise SchedulerError(
+            f"{view.kind.value}: cannot place {view.world_size} ranks on nodes of "
+            f"{view.local_size} ({view_sources(view)})"
+        )
     return replace(view, node_index=view.rank // view.local_size, node_count=view.world_size // view.local_size)
 
 
@@ -109,5 +133,8 @@ def view_sources(view: SchedulerView) -> str:
 def exchange_needed(config: ClusterConfig, node: int) -> bool:
     """Whether the nodes must swap device IPs: a rank table is wanted and another node's IPs are
     not in the YAML (each node can only ask its own hccn_tool)."""
-    return (config.rank_table is not RankTableMode.NONE and len(config.hosts) > 1
-            and any(h.device_ips is None for i, h in enumerate(config.hosts) if i != node))
+    return (
+        config.rank_table is not RankTableMode.NONE
+        and len(config.hosts) > 1
+        and any(h.device_ips is None for i, h in enumerate(config.hosts) if i != node)
+    )

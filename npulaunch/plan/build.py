@@ -85,13 +85,22 @@ class LaunchPlan:
 
     def host_plan(self, node_rank: int) -> HostPlan:
         """The share of one host's agent."""
-        return HostPlan(job_id=self.job_id, job_uuid=self.job_uuid, host=self.hosts[node_rank],
-                        node_rank=node_rank, job_dir=self.job_dir, grace_period_s=self.grace_period_s,
-                        forward_signals=self.forward_signals,
-                        ranks=tuple(r for r in self.ranks if r.node_rank == node_rank),
-                        patterns=self.patterns, hang_startup_s=self.hang_startup_s, hang_steady_s=self.hang_steady_s,
-                        progress_regex=self.progress_regex, rank_table=self.rank_table,
-                        rank_table_path=self.rank_table_path)
+        return HostPlan(
+            job_id=self.job_id,
+            job_uuid=self.job_uuid,
+            host=self.hosts[node_rank],
+            node_rank=node_rank,
+            job_dir=self.job_dir,
+            grace_period_s=self.grace_period_s,
+            forward_signals=self.forward_signals,
+            ranks=tuple(r for r in self.ranks if r.node_rank == node_rank),
+            patterns=self.patterns,
+            hang_startup_s=self.hang_startup_s,
+            hang_steady_s=self.hang_steady_s,
+            progress_regex=self.progress_regex,
+            rank_table=self.rank_table,
+            rank_table_path=self.rank_table_path,
+        )
 
     def log_paths(self, spec: RankSpec) -> Tuple[str, str]:
         """Where the launcher finds a rank's stdout and stderr: its own files for a local rank, the
@@ -123,28 +132,40 @@ def default_job_id(name: str, now: float, exists: Callable[[str], bool], log_dir
     return candidate
 
 
-def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Discovery,
-               job_id_source: str = "default", attempt: int = 0, node: Optional[int] = None) -> LaunchPlan:
+def build_plan(
+    config: ClusterConfig,
+    job_id: str,
+    job_uuid: str,
+    discovery: Discovery,
+    job_id_source: str = "default",
+    attempt: int = 0,
+    node: Optional[int] = None,
+) -> LaunchPlan:
     """Expand the config into ranks. Raises ConfigError/PlanError; never starts anything.
     ``node``: under a scheduler, the index of the node this plan is run on."""
     problems: List[ConfigProblem] = []
-    validate_job_id(job_id, lambda found, allowed, hint: problems.append(
-        config.problem(("job", "id"), found, allowed, hint)))
+    validate_job_id(
+        job_id, lambda found, allowed, hint: problems.append(config.problem(("job", "id"), found, allowed, hint))
+    )
     if problems:
         raise ConfigError(problems)
 
     sources: Dict[str, str] = {"job_id": job_id_source}
     sources.update(config.sources)
     notes: List[str] = []
-    devices_by_host = [_resolve_devices(config, index, host, discovery, sources)
-                       for index, host in enumerate(config.hosts)]
-    ips_by_host = [_resolve_ips(host, devices, discovery, sources, index)
-                   for index, (host, devices) in enumerate(zip(config.hosts, devices_by_host))]
+    devices_by_host = [
+        _resolve_devices(config, index, host, discovery, sources) for index, host in enumerate(config.hosts)
+    ]
+    ips_by_host = [
+        _resolve_ips(host, devices, discovery, sources, index)
+        for index, (host, devices) in enumerate(zip(config.hosts, devices_by_host))
+    ]
 
     layout = JobLayout.under(config.job.log_dir, job_id, node, attempt)
     job_dir = layout.job_dir
-    unprobed = discovery.remote is None and any(ips is None and host.host not in discovery.local_names
-                                                for host, ips in zip(config.hosts, ips_by_host))
+    unprobed = discovery.remote is None and any(
+        ips is None and host.host not in discovery.local_names for host, ips in zip(config.hosts, ips_by_host)
+    )
     table, table_path = _decide_rank_table(config, devices_by_host, ips_by_host, layout, notes, unprobed)
     world_size = sum(len(devices) for devices in devices_by_host)
     warnings: List[str] = []
@@ -159,37 +180,62 @@ def build_plan(config: ClusterConfig, job_id: str, job_uuid: str, discovery: Dis
     ranks: List[RankSpec] = []
     for node_rank, (host, devices) in enumerate(zip(config.hosts, devices_by_host)):
         for local_rank, device_id in enumerate(devices):
-            slot = _Slot(len(ranks), host.host, node_rank, local_rank, device_id, devices,
-                         host.host in discovery.local_names)
+            slot = _Slot(
+                len(ranks), host.host, node_rank, local_rank, device_id, devices, host.host in discovery.local_names
+            )
             ranks.append(_rank_spec(job, slot, tf_configs[slot.rank] if tf_configs else {}))
     startup_s, steady_s = hang_limits(config, sources)
     if config.data_preprocess:
-        notes.append("data_preprocess: host_main: every rank gets local_rank_id (its rank on its host) and "
-                     "local_device_list (its host's devices, which the host's main process feeds)")
+        notes.append(
+            "data_preprocess: host_main: every rank gets local_rank_id (its rank on its host) and "
+            "local_device_list (its host's devices, which the host's main process feeds)"
+        )
     if config.session_options:
         warnings.extend(shared_dir_warnings([(r.host, r.rank, r.session_options) for r in ranks]))
     _session_notes(config, devices_by_host, notes, warnings)
-    return LaunchPlan(job_id=job_id, job_uuid=job_uuid, job_name=config.job.name, job_dir=job_dir,
-                      config_source=config.source, world_size=world_size,
-                      hosts=tuple(h.host for h in config.hosts), ranks=tuple(ranks), rank_table=table,
-                      rank_table_path=table_path, grace_period_s=config.job.grace_period_s,
-                      console=config.job.console, forward_signals=config.job.forward_signals,
-                      sources=sources, notes=tuple(notes), warnings=tuple(warnings), hang_startup_s=startup_s,
-                      hang_steady_s=steady_s, patterns=tuple(config.monitor.get("patterns", ())), attempt=attempt,
-                      progress_regex=config.monitor.get("progress_regex") or "",
-                      max_restarts=config.job.max_restarts, local_names=tuple(discovery.local_names), node=node)
+    return LaunchPlan(
+        job_id=job_id,
+        job_uuid=job_uuid,
+        job_name=config.job.name,
+        job_dir=job_dir,
+        config_source=config.source,
+        world_size=world_size,
+        hosts=tuple(h.host for h in config.hosts),
+        ranks=tuple(ranks),
+        rank_table=table,
+        rank_table_path=table_path,
+        grace_period_s=config.job.grace_period_s,
+        console=config.job.console,
+        forward_signals=config.job.forward_signals,
+        sources=sources,
+        notes=tuple(notes),
+        warnings=tuple(warnings),
+        hang_startup_s=startup_s,
+        hang_steady_s=steady_s,
+        patterns=tuple(config.monitor.get("patterns", ())),
+        attempt=attempt,
+        progress_regex=config.monitor.get("progress_regex") or "",
+        max_restarts=config.job.max_restarts,
+        local_names=tuple(discovery.local_names),
+        node=node,
+    )
 
 
-def _session_notes(config: ClusterConfig, devices_by_host: Sequence[Tuple[int, ...]], notes: List[str],
-                   warnings: List[str]) -> None:
+def _session_notes(
+    config: ClusterConfig, devices_by_host: Sequence[Tuple[int, ...]], notes: List[str], warnings: List[str]
+) -> None:
     """What the plan says about how the session options reach the ranks."""
     if config.session_injection is Injection.AUTO:
-        notes.append(f"session_injection: auto: ranks start with {INJECT_DIR} first on PYTHONPATH; its "
-                     "sitecustomize merges the options into every TensorFlow session")
+        notes.append(
+            f"session_injection: auto: ranks start with {INJECT_DIR} first on PYTHONPATH; its "
+            "sitecustomize merges the options into every TensorFlow session"
+        )
     if "session_device_id" in config.session_options:
         device = config.session_options["session_device_id"]
-        notes.append(f"session_device_id {device} overrides ASCEND_DEVICE_ID: every rank's session uses device "
-                     f"{device}, whatever its DEVICE_ID")
+        notes.append(
+            f"session_device_id {device} overrides ASCEND_DEVICE_ID: every rank's session uses device "
+            f"{device}, whatever its DEVICE_ID"
+        )
         if any(len(devices) > 1 for devices in devices_by_host):
             warnings.append(f"warning: session_device_id {device} puts every rank of a host on the same device")
 
@@ -217,8 +263,13 @@ def hang_limits(config: ClusterConfig, sources: Dict[str, str]) -> Tuple[float, 
     return float(startup), float(steady)
 
 
-def _cpu_fallback(config: ClusterConfig, devices_by_host: Sequence[Tuple[int, ...]], discovery: Discovery,
-                  notes: List[str], warnings: List[str]) -> List[Dict[str, str]]:
+def _cpu_fallback(
+    config: ClusterConfig,
+    devices_by_host: Sequence[Tuple[int, ...]],
+    discovery: Discovery,
+    notes: List[str],
+    warnings: List[str],
+) -> List[Dict[str, str]]:
     """TF_CONFIG for every rank: one TensorFlow worker per rank, on a free port of its host."""
     world_size = sum(len(d) for d in devices_by_host)
     ports = list(discovery.free_ports(world_size))
@@ -228,11 +279,18 @@ def _cpu_fallback(config: ClusterConfig, devices_by_host: Sequence[Tuple[int, ..
         workers.extend(f"{address}:{ports[len(workers)]}" for _ in devices)
     notes.append(f"cpu_fallback: ranks train on the CPU with TensorFlow collectives; workers {', '.join(workers)}")
     if discovery.npu_present():
-        warnings.append("warning: cpu_fallback is on although this host has NPUs (npu-smi is on PATH): "
-                        "the job trains on the CPU")
-    return [{"TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": rank}},
-                                     separators=(",", ":")),
-             "NPULAUNCH_CPU_FALLBACK": "1"} for rank in range(world_size)]
+        warnings.append(
+            "warning: cpu_fallback is on although this host has NPUs (npu-smi is on PATH): the job trains on the CPU"
+        )
+    return [
+        {
+            "TF_CONFIG": json.dumps(
+                {"cluster": {"worker": workers}, "task": {"type": "worker", "index": rank}}, separators=(",", ":")
+            ),
+            "NPULAUNCH_CPU_FALLBACK": "1",
+        }
+        for rank in range(world_size)
+    ]
 
 
 @dataclass(frozen=True)
@@ -268,17 +326,35 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
     if config.session_options:
         from npulaunch.plan.rankoptions import options_for_rank
 
-        options = options_for_rank(config.session_options, {
-            "job_id": job.job_id, "rank": slot.rank, "local_rank": slot.local_rank, "device_id": slot.device_id,
-            "host": slot.host})
+        options = options_for_rank(
+            config.session_options,
+            {
+                "job_id": job.job_id,
+                "rank": slot.rank,
+                "local_rank": slot.local_rank,
+                "device_id": slot.device_id,
+                "host": slot.host,
+            },
+        )
     if config.data_preprocess:  # one main process per host feeds the host's devices (seeds: Data Augmentation)
         options["local_rank_id"] = slot.local_rank
         options["local_device_list"] = ",".join(str(d) for d in slot.host_devices)
-    ctx = RankContext(rank=slot.rank, local_rank=slot.local_rank, world_size=job.world_size,
-                      local_world_size=len(slot.host_devices), node_rank=slot.node_rank, host=slot.host,
-                      device_id=slot.device_id, job_id=job.job_id, job_uuid=job.job_uuid, job_dir=job.layout.job_dir,
-                      rank_dir=paths.dir, plog_dir=paths.plog_dir, rank_table_path=job.table_path,
-                      session_options=options)
+    ctx = RankContext(
+        rank=slot.rank,
+        local_rank=slot.local_rank,
+        world_size=job.world_size,
+        local_world_size=len(slot.host_devices),
+        node_rank=slot.node_rank,
+        host=slot.host,
+        device_id=slot.device_id,
+        job_id=job.job_id,
+        job_uuid=job.job_uuid,
+        job_dir=job.layout.job_dir,
+        rank_dir=paths.dir,
+        plog_dir=paths.plog_dir,
+        rank_table_path=job.table_path,
+        session_options=options,
+    )
     env, unset, env_sources = build_rank_env(ctx, config.env)
     env[PRECEDENCE_VAR], env_sources[PRECEDENCE_VAR] = config.session_precedence.value, "launcher"
     env[ATTEMPT_VAR], env_sources[ATTEMPT_VAR] = str(max(job.layout.attempt, 1)), "launcher"
@@ -286,15 +362,30 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
         env[name], env_sources[name] = value, "launcher (cpu_fallback)"
     inject = INJECT_DIR if slot.local else INJECTION_TOKEN
     prepend = {"PYTHONPATH": inject} if config.session_injection is Injection.AUTO else {}
-    return RankSpec(rank=slot.rank, local_rank=slot.local_rank, world_size=job.world_size, host=slot.host,
-                    node_rank=slot.node_rank, device_id=slot.device_id, argv=config.job.command,
-                    cwd=config.job.workdir, env=env, env_unset=unset, env_sources=env_sources,
-                    session_options=options, rank_dir=paths.dir, stdout_path=paths.stdout, stderr_path=paths.stderr,
-                    plog_dir=paths.plog_dir, env_prepend=prepend)
+    return RankSpec(
+        rank=slot.rank,
+        local_rank=slot.local_rank,
+        world_size=job.world_size,
+        host=slot.host,
+        node_rank=slot.node_rank,
+        device_id=slot.device_id,
+        argv=config.job.command,
+        cwd=config.job.workdir,
+        env=env,
+        env_unset=unset,
+        env_sources=env_sources,
+        session_options=options,
+        rank_dir=paths.dir,
+        stdout_path=paths.stdout,
+        stderr_path=paths.stderr,
+        plog_dir=paths.plog_dir,
+        env_prepend=prepend,
+    )
 
 
-def _resolve_devices(config: ClusterConfig, index: int, host: HostConfig, discovery: Discovery,
-                     sources: Dict[str, str]) -> Tuple[int, ...]:
+def _resolve_devices(
+    config: ClusterConfig, index: int, host: HostConfig, discovery: Discovery, sources: Dict[str, str]
+) -> Tuple[int, ...]:
     if isinstance(host.devices, tuple):
         return host.devices
     key = f"hosts[{index}].devices"
@@ -305,34 +396,58 @@ def _resolve_devices(config: ClusterConfig, index: int, host: HostConfig, discov
     except PlanError as exc:
         given = config.document is not None and host.path + ("devices",) in config.document.lines
         what = '"all"' if given else '"all" (the default without a hosts section)'
-        raise ConfigError([config.problem(host.path + ("devices",), what, "a list of device ids or a count",
-                                          str(exc))]) from None
+        raise ConfigError(
+            [config.problem(host.path + ("devices",), what, "a list of device ids or a count", str(exc))]
+        ) from None
     sources[key] = "discovery (npu-smi info)"
     return found
 
 
-def _remote_devices(config: ClusterConfig, host: HostConfig, discovery: Discovery, sources: Dict[str, str],
-                    key: str) -> Tuple[int, ...]:
+def _remote_devices(
+    config: ClusterConfig, host: HostConfig, discovery: Discovery, sources: Dict[str, str], key: str
+) -> Tuple[int, ...]:
     """``devices: all`` of a remote host, from its preflight probe's npu-smi."""
     path = host.path + ("devices",)
     if discovery.remote is None:
-        raise ConfigError([config.problem(path, '"all" on a remote host', "a list of device ids or a count",
-                                          "a remote host's NPUs are listed by its npu-smi when the job starts "
-                                          "(npulaunch run or check); the plan alone cannot know them")])
+        raise ConfigError(
+            [
+                config.problem(
+                    path,
+                    '"all" on a remote host',
+                    "a list of device ids or a count",
+                    "a remote host's NPUs are listed by its npu-smi when the job starts "
+                    "(npulaunch run or check); the plan alone cannot know them",
+                )
+            ]
+        )
     npus = discovery.remote[host.host].get("npus")
     if not npus:
-        raise ConfigError([config.problem(path, '"all"', "a list of device ids or a count",
-                                          f"{host.host} has no npu-smi that lists NPUs")])
+        raise ConfigError(
+            [
+                config.problem(
+                    path, '"all"', "a list of device ids or a count", f"{host.host} has no npu-smi that lists NPUs"
+                )
+            ]
+        )
     bad = [f"device {chip_id} health {health}" for chip_id, health in npus if health not in USABLE_HEALTH]
     if bad:
-        raise ConfigError([config.problem(path, '"all"', "a list of the healthy devices",
-                                          f"npu-smi info on {host.host} reports {', '.join(bad)}")])
+        raise ConfigError(
+            [
+                config.problem(
+                    path,
+                    '"all"',
+                    "a list of the healthy devices",
+                    f"npu-smi info on {host.host} reports {', '.join(bad)}",
+                )
+            ]
+        )
     sources[key] = f"discovery on {host.host} (npu-smi info)"
     return tuple(chip_id for chip_id, _ in npus)
 
 
-def _resolve_ips(host: HostConfig, devices: Tuple[int, ...], discovery: Discovery,
-                 sources: Dict[str, str], index: int) -> Optional[Tuple[str, ...]]:
+def _resolve_ips(
+    host: HostConfig, devices: Tuple[int, ...], discovery: Discovery, sources: Dict[str, str], index: int
+) -> Optional[Tuple[str, ...]]:
     key = f"hosts[{index}].device_ips"
     if host.device_ips is not None:
         sources.setdefault(key, "yaml")  # or where the config got them (a scheduler's nodes exchanging them)
@@ -351,9 +466,14 @@ def _resolve_ips(host: HostConfig, devices: Tuple[int, ...], discovery: Discover
     return None
 
 
-def _decide_rank_table(config: ClusterConfig, devices_by_host: Sequence[Tuple[int, ...]],
-                       ips_by_host: Sequence[Optional[Tuple[str, ...]]], layout: JobLayout,
-                       notes: List[str], unprobed: bool = False) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+def _decide_rank_table(
+    config: ClusterConfig,
+    devices_by_host: Sequence[Tuple[int, ...]],
+    ips_by_host: Sequence[Optional[Tuple[str, ...]]],
+    layout: JobLayout,
+    notes: List[str],
+    unprobed: bool = False,
+) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
     """The HCCL rank table and its path. ``unprobed``: remote hosts' device IPs are read by their
     preflight when the job starts, so the plan alone shows where the table goes, not what it holds."""
     mode = config.rank_table
@@ -362,26 +482,42 @@ def _decide_rank_table(config: ClusterConfig, devices_by_host: Sequence[Tuple[in
         return None, None
     missing = [config.hosts[i].host for i, ips in enumerate(ips_by_host) if ips is None]
     if missing and unprobed:
-        notes.append(f"rank table: the device IPs of {', '.join(missing)} are read with hccn_tool on each host "
-                     "when the job starts")
+        notes.append(
+            f"rank table: the device IPs of {', '.join(missing)} are read with hccn_tool on each host "
+            "when the job starts"
+        )
         return None, layout.rank_table_path
     if missing:
         if mode is RankTableMode.REQUIRED or len(config.hosts) > 1:
             why = "rank_table: required" if mode is RankTableMode.REQUIRED else "a job on several hosts"
             path = config.hosts[ips_by_host.index(None)].path + ("device_ips",)
-            raise ConfigError([config.problem(path, "no device IPs for " + ", ".join(missing),
-                                              "device_ips for every host (or hccn_tool on the host)",
-                                              f"{why} needs an HCCL rank table, which needs every NPU's IP")])
-        notes.append("no rank table: device IPs unknown (no device_ips in the YAML, no hccn_tool); "
-                     "a single-host job runs without one (rank_table: auto)")
+            raise ConfigError(
+                [
+                    config.problem(
+                        path,
+                        "no device IPs for " + ", ".join(missing),
+                        "device_ips for every host (or hccn_tool on the host)",
+                        f"{why} needs an HCCL rank table, which needs every NPU's IP",
+                    )
+                ]
+            )
+        notes.append(
+            "no rank table: device IPs unknown (no device_ips in the YAML, no hccn_tool); "
+            "a single-host job runs without one (rank_table: auto)"
+        )
         return None, None
     servers = []
     rank = 0
     for host, devices, ips in zip(config.hosts, devices_by_host, ips_by_host):
         assert ips is not None
         if len(ips) != len(devices):
-            raise ConfigError([config.problem(host.path + ("device_ips",), f"{len(ips)} addresses",
-                                              f"{len(devices)}, one per device")])
+            raise ConfigError(
+                [
+                    config.problem(
+                        host.path + ("device_ips",), f"{len(ips)} addresses", f"{len(devices)}, one per device"
+                    )
+                ]
+            )
         servers.append((host.host, [(d, ip, rank + i) for i, (d, ip) in enumerate(zip(devices, ips))]))
         rank += len(devices)
     table = build_rank_table(servers)

@@ -102,7 +102,10 @@ def parse_tasks_per_node(text: str, where: str = "tasks per node") -> List[int]:
         match = _TASKS.fullmatch(piece)
         repeat = int(match.group(2) or 1) if match else 0
         if not match or int(match.group(1)) < 1 or repeat < 1 or len(counts) + repeat > MAX_HOSTS:
-            raise invalid_value(where, f"{text!r} (at {piece!r})",
-                           "comma-separated task counts >= 1, each optionally repeated: 8, 4(x2),2")
+            raise invalid_value(
+                where,
+                f"{text!r} (at {piece!r})",
+                "comma-separated task counts >= 1, each optionally repeated: 8, 4(x2),2",
+            )
         counts.extend([int(match.group(1))] * repeat)
     return counts

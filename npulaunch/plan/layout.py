@@ -65,8 +65,10 @@ class JobLayout:
         if not any(os.path.exists(os.path.join(own, name)) for name in _OWN_FILES):
             nodes = [os.path.join(own, f"node-{n}") for n in _numbered(own, _NODE_DIR)]
             if nodes:
-                raise UsageError(f"{path} holds a job run under a scheduler, one directory per node: name one of "
-                                 f"them ({', '.join(nodes[:3])}{', ...' if len(nodes) > 3 else ''})")
+                raise UsageError(
+                    f"{path} holds a job run under a scheduler, one directory per node: name one of "
+                    f"them ({', '.join(nodes[:3])}{', ...' if len(nodes) > 3 else ''})"
+                )
         layout = cls(own)
         named, parent = _NODE_DIR.fullmatch(os.path.basename(own)), os.path.dirname(own)
         # a node's directory is in a job directory without a plan.json of its own (a job run without
@@ -158,8 +160,12 @@ class JobLayout:
         copy (``hosts/<host>/rank-<N>/``: its logs as written there, and its plogs)."""
         where = (HOSTS_DIRNAME, host) if host is not None else ()
         directory = os.path.join(self.attempt_dir, *where, f"rank-{rank}")
-        return RankPaths(directory, os.path.join(directory, STDOUT_FILENAME),
-                         os.path.join(directory, STDERR_FILENAME), os.path.join(directory, PLOG_DIRNAME))
+        return RankPaths(
+            directory,
+            os.path.join(directory, STDOUT_FILENAME),
+            os.path.join(directory, STDERR_FILENAME),
+            os.path.join(directory, PLOG_DIRNAME),
+        )
 
 
 def _numbered(directory: str, pattern: "re.Pattern[str]") -> List[int]:

@@ -25,9 +25,13 @@ def _read_text(path: str) -> str:
         return handle.read()
 
 
-def wait_for_rank_table(path: str, timeout_s: float, clock: Callable[[], float] = time.monotonic,
-                        sleep: Callable[[float], None] = time.sleep,
-                        read: Callable[[str], str] = _read_text) -> Dict[str, Any]:
+def wait_for_rank_table(
+    path: str,
+    timeout_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    read: Callable[[str], str] = _read_text,
+) -> Dict[str, Any]:
     """The HCCL rank table at ``path`` once the MindX operator has filled it in: it mounts the file
     with ``"status": "initializing"`` and rewrites it with ``"completed"`` when every pod has its
     devices. Looks every POLL_INTERVAL_S, at least once, and once more at the deadline."""
@@ -38,9 +42,11 @@ def wait_for_rank_table(path: str, timeout_s: float, clock: Callable[[], float] 
             return table
         remaining = deadline - clock()
         if remaining <= 0:
-            raise SchedulerError(f"HCCL rank table {path}: not ready after {timeout_s:g} s, last seen: {seen}; "
-                                 "ready means valid JSON with \"status\": \"completed\", which the MindX operator "
-                                 "writes once every pod of the job has its NPUs")
+            raise SchedulerError(
+                f"HCCL rank table {path}: not ready after {timeout_s:g} s, last seen: {seen}; "
+                'ready means valid JSON with "status": "completed", which the MindX operator '
+                "writes once every pod of the job has its NPUs"
+            )
         sleep(min(POLL_INTERVAL_S, remaining))
 
 
@@ -56,7 +62,7 @@ def _look_at_rank_table(path: str, read: Callable[[str], str]) -> Tuple[str, Opt
     except ValueError:  # also a file that is not UTF-8
         return "not valid JSON", None
     if not isinstance(table, dict):
-        raise invalid_value(where, f"a JSON {type(table).__name__}", "a JSON object with a \"status\"")
+        raise invalid_value(where, f"a JSON {type(table).__name__}", 'a JSON object with a "status"')
     status = table.get("status")
     if status == "completed":
         return "completed", table
@@ -72,11 +78,18 @@ def hosts_from_rank_table(config: ClusterConfig, table: Dict[str, Any], path: st
     try:
         for server in table["server_list"]:
             devices = sorted(server["device"], key=lambda d: int(d["rank_id"]))
-            hosts.append(HostConfig(host=str(server["server_id"]), devices=tuple(int(d["device_id"]) for d in devices),
-                                    device_ips=tuple(str(d["device_ip"]) for d in devices), path=("hosts",)))
+            hosts.append(
+                HostConfig(
+                    host=str(server["server_id"]),
+                    devices=tuple(int(d["device_id"]) for d in devices),
+                    device_ips=tuple(str(d["device_ip"]) for d in devices),
+                    path=("hosts",),
+                )
+            )
     except (KeyError, TypeError, ValueError) as exc:
-        raise SchedulerError(f"rank table {path}: not an HCCL rank table (server_list with device_id, device_ip, "
-                             f"rank_id): {exc!r}") from None
+        raise SchedulerError(
+            f"rank table {path}: not an HCCL rank table (server_list with device_id, device_ip, rank_id): {exc!r}"
+        ) from None
     if not hosts:
         raise SchedulerError(f"rank table {path}: server_list is empty")
     sources = dict(config.sources, hosts=f"rank table {path} (MindX)")

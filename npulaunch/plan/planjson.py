@@ -22,27 +22,50 @@ def complete_env(spec: RankSpec, inherited: Mapping[str, str]) -> Tuple[Dict[str
 def rank_to_dict(spec: RankSpec, inherited: Mapping[str, str]) -> Dict[str, Any]:
     env, sources = complete_env(spec, inherited)
     return {
-        "rank": spec.rank, "local_rank": spec.local_rank, "world_size": spec.world_size,
-        "host": spec.host, "node_rank": spec.node_rank, "device_id": spec.device_id,
-        "argv": list(spec.argv), "cwd": spec.cwd, "env": redact_env(env), "env_sources": sources,
-        "env_unset": list(spec.env_unset), "session_options": spec.session_options,
-        "stdout": spec.stdout_path, "stderr": spec.stderr_path, "plog_dir": spec.plog_dir,
+        "rank": spec.rank,
+        "local_rank": spec.local_rank,
+        "world_size": spec.world_size,
+        "host": spec.host,
+        "node_rank": spec.node_rank,
+        "device_id": spec.device_id,
+        "argv": list(spec.argv),
+        "cwd": spec.cwd,
+        "env": redact_env(env),
+        "env_sources": sources,
+        "env_unset": list(spec.env_unset),
+        "session_options": spec.session_options,
+        "stdout": spec.stdout_path,
+        "stderr": spec.stderr_path,
+        "plog_dir": spec.plog_dir,
     }
 
 
-def plan_to_dict(plan: LaunchPlan, inherited_by_host: Mapping[str, Mapping[str, str]],
-                 with_ranks: bool = True) -> Dict[str, Any]:
+def plan_to_dict(
+    plan: LaunchPlan, inherited_by_host: Mapping[str, Mapping[str, str]], with_ranks: bool = True
+) -> Dict[str, Any]:
     """The full plan as JSON-ready data. Hosts missing from ``inherited_by_host`` show only
     what npulaunch sets (their own environment is read on the host at start)."""
     data = {
-        "job_id": plan.job_id, "job_uuid": plan.job_uuid, "job_name": plan.job_name, "job_dir": plan.job_dir,
-        "config": plan.config_source, "world_size": plan.world_size, "hosts": list(plan.hosts),
-        "grace_period_s": plan.grace_period_s, "console": plan.console.value,
-        "forward_signals": list(plan.forward_signals), "rank_table_path": plan.rank_table_path,
-        "rank_table": plan.rank_table, "sources": plan.sources, "notes": list(plan.notes),
-        "warnings": list(plan.warnings), "monitor": {"startup_timeout_s": plan.hang_startup_s,
-                                                      "hang_timeout_s": plan.hang_steady_s,
-                                                      "patterns": list(plan.patterns)},
+        "job_id": plan.job_id,
+        "job_uuid": plan.job_uuid,
+        "job_name": plan.job_name,
+        "job_dir": plan.job_dir,
+        "config": plan.config_source,
+        "world_size": plan.world_size,
+        "hosts": list(plan.hosts),
+        "grace_period_s": plan.grace_period_s,
+        "console": plan.console.value,
+        "forward_signals": list(plan.forward_signals),
+        "rank_table_path": plan.rank_table_path,
+        "rank_table": plan.rank_table,
+        "sources": plan.sources,
+        "notes": list(plan.notes),
+        "warnings": list(plan.warnings),
+        "monitor": {
+            "startup_timeout_s": plan.hang_startup_s,
+            "hang_timeout_s": plan.hang_steady_s,
+            "patterns": list(plan.patterns),
+        },
     }
     if with_ranks:
         data["ranks"] = [rank_to_dict(spec, inherited_by_host.get(spec.host, {})) for spec in plan.ranks]

@@ -40,8 +40,10 @@ def local_problems(plan: LaunchPlan, inherited: Mapping[str, str]) -> List[str]:
         if script is not None and not os.path.isfile(os.path.join(spec.cwd, script)):
             problems.append(f"script {script} does not exist (from working directory {spec.cwd})")
     if os.path.exists(plan.attempt_dir if plan.node is not None else plan.job_dir):  # nodes share a job dir
-        problems.append(f"job directory {plan.attempt_dir if plan.node is not None else plan.job_dir} already "
-                        "exists: choose another --job-id or remove it")
+        problems.append(
+            f"job directory {plan.attempt_dir if plan.node is not None else plan.job_dir} already "
+            "exists: choose another --job-id or remove it"
+        )
     return problems
 
 

@@ -21,8 +21,14 @@ if TYPE_CHECKING:  # imported by the functions that use them: a plain run never 
 
 # Any of these in the environment may mean a scheduler started npulaunch (scheduler.detect's
 # automatic detection looks for the same ones first; a test keeps the two in step).
-SCHEDULER_MARKERS = ("SLURM_JOB_ID", "SLURM_JOBID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "VC_TASK_INDEX",
-                     "KUBERNETES_SERVICE_HOST")
+SCHEDULER_MARKERS = (
+    "SLURM_JOB_ID",
+    "SLURM_JOBID",
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "VC_TASK_INDEX",
+    "KUBERNETES_SERVICE_HOST",
+)
 
 
 @dataclass(frozen=True)
@@ -37,8 +43,13 @@ class Loaded:
     view: "Optional[SchedulerView]" = None  # None without a scheduler
 
 
-def load(config_path: Optional[str], overrides: Overrides, scheduler: str = "auto", rank_mode: bool = False,
-         starting: bool = False) -> Loaded:
+def load(
+    config_path: Optional[str],
+    overrides: Overrides,
+    scheduler: str = "auto",
+    rank_mode: bool = False,
+    starting: bool = False,
+) -> Loaded:
     """The config with the command line's overrides and the scheduler's allocation, its job id
     and where that id came from. ``starting``: the job is about to start here, so under a
     scheduler the nodes swap their device IPs (plan and check only look)."""
@@ -74,8 +85,10 @@ def load(config_path: Optional[str], overrides: Overrides, scheduler: str = "aut
     elif view is not None and view.job_id is not None:
         job_id, source = view.job_id, f"scheduler ({view.sources.get('job_id', view.kind.value)})"
     elif node is not None and len(config.hosts) > 1:
-        raise UsageError(f"under {view.kind.value if view else 'a scheduler'} every node must use the same job id, "
-                         "and the scheduler gives none: pass --job-id or set job.id")
+        raise UsageError(
+            f"under {view.kind.value if view else 'a scheduler'} every node must use the same job id, "
+            "and the scheduler gives none: pass --job-id or set job.id"
+        )
     else:
         job_id = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
         source = "default (job.name and the time)"
@@ -115,8 +128,9 @@ def _mindx(config: "ClusterConfig", view: "SchedulerView", path: str) -> "Tuple[
 RENDEZVOUS_TIMEOUT_S = 600.0  # nodes of one allocation start within seconds; 10 min covers slow file systems
 
 
-def _exchange_device_ips(config: "ClusterConfig", node: int, layout: "JobLayout",
-                         view: "SchedulerView") -> "ClusterConfig":
+def _exchange_device_ips(
+    config: "ClusterConfig", node: int, layout: "JobLayout", view: "SchedulerView"
+) -> "ClusterConfig":
     """Every node reads its own NPUs' addresses and they swap them through the job directory."""
     from dataclasses import replace
 
@@ -128,10 +142,13 @@ def _exchange_device_ips(config: "ClusterConfig", node: int, layout: "JobLayout"
     ips = me.device_ips if me.device_ips is not None else discover_device_ips(me.devices)
     epoch = "/".join(v for k, v in sorted(view.sources.items()) if k in ("job_id", "hosts"))
     timeout = float(os.environ.get("NPULAUNCH_RENDEZVOUS_TIMEOUT_S", RENDEZVOUS_TIMEOUT_S))
-    records = exchange(layout, node, len(config.hosts),
-                       {"host": me.host, "device_ips": list(ips) if ips else None}, timeout, epoch)
-    hosts = tuple(replace(h, device_ips=tuple(r["device_ips"])) if h.device_ips is None and r["device_ips"] else h
-                  for h, r in zip(config.hosts, records))
+    records = exchange(
+        layout, node, len(config.hosts), {"host": me.host, "device_ips": list(ips) if ips else None}, timeout, epoch
+    )
+    hosts = tuple(
+        replace(h, device_ips=tuple(r["device_ips"])) if h.device_ips is None and r["device_ips"] else h
+        for h, r in zip(config.hosts, records)
+    )
     sources = dict(config.sources)
     for index, (before, after) in enumerate(zip(config.hosts, hosts)):
         if before.device_ips is None and after.device_ips is not None:
@@ -139,8 +156,9 @@ def _exchange_device_ips(config: "ClusterConfig", node: int, layout: "JobLayout"
     return replace(config, hosts=hosts, sources=sources)
 
 
-def _allocated(config: "ClusterConfig", view: "SchedulerView",
-               rank_mode: bool) -> "Tuple[ClusterConfig, int, SchedulerView]":
+def _allocated(
+    config: "ClusterConfig", view: "SchedulerView", rank_mode: bool
+) -> "Tuple[ClusterConfig, int, SchedulerView]":
     """The config on the scheduler's nodes, refusing the ways of starting npulaunch that would run
     ranks twice or on one node only."""
     from npulaunch.host.discovery import discover_usable_devices
@@ -151,13 +169,17 @@ def _allocated(config: "ClusterConfig", view: "SchedulerView",
         view = rank_mode_view(view)
     else:
         if view.kind is SchedulerKind.SLURM and (view.node_count or 1) > 1 and "SLURM_STEP_ID" not in os.environ:
-            raise UsageError(f"this is the batch script of a {view.node_count}-node Slurm job: start npulaunch on "
-                             "every node with srun --ntasks-per-node=1 npulaunch run ...")
+            raise UsageError(
+                f"this is the batch script of a {view.node_count}-node Slurm job: start npulaunch on "
+                "every node with srun --ntasks-per-node=1 npulaunch run ..."
+            )
         if view.local_size not in (None, 1):
-            raise UsageError(f"{view.kind.value} started {view.local_size} tasks on this node ({view_sources(view)}); "
-                             "npulaunch run starts a node's ranks itself: one task per node (srun "
-                             "--ntasks-per-node=1, mpirun --map-by ppr:1:node), or npulaunch exec for one task per "
-                             "rank")
+            raise UsageError(
+                f"{view.kind.value} started {view.local_size} tasks on this node ({view_sources(view)}); "
+                "npulaunch run starts a node's ranks itself: one task per node (srun "
+                "--ntasks-per-node=1, mpirun --map-by ppr:1:node), or npulaunch exec for one task per "
+                "rank"
+            )
     return scheduler_config(config, view, discover_usable_devices, rank_mode) + (view,)
 
 
@@ -174,19 +196,34 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
     from npulaunch.plan.build import Discovery, build_plan
 
     config, job_id, source = loaded.config, loaded.job_id, loaded.job_id_source
-    discovery = Discovery(devices=discover_usable_devices, device_ips=discover_device_ips,
-                          free_ports=free_loopback_ports, npu_present=lambda: shutil.which("npu-smi") is not None,
-                          remote=remote, local_names=loaded.local_names)
+    discovery = Discovery(
+        devices=discover_usable_devices,
+        device_ips=discover_device_ips,
+        free_ports=free_loopback_ports,
+        npu_present=lambda: shutil.which("npu-smi") is not None,
+        remote=remote,
+        local_names=loaded.local_names,
+    )
     restarted = config.job.max_restarts > 0
     first: "List[LaunchPlan]" = []  # attempt 1 is planned once, whoever asks first
 
     def plan_for(attempt: int) -> "LaunchPlan":
         if attempt > 1:
-            return build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source,
-                              attempt=attempt, node=loaded.node)
+            return build_plan(
+                config, job_id, os.urandom(16).hex(), discovery, job_id_source=source, attempt=attempt, node=loaded.node
+            )
         if not first:
-            first.append(build_plan(config, job_id, os.urandom(16).hex(), discovery, job_id_source=source,
-                                    attempt=1 if restarted else 0, node=loaded.node))
+            first.append(
+                build_plan(
+                    config,
+                    job_id,
+                    os.urandom(16).hex(),
+                    discovery,
+                    job_id_source=source,
+                    attempt=1 if restarted else 0,
+                    node=loaded.node,
+                )
+            )
         return first[0]
 
     return plan_for

@@ -49,8 +49,9 @@ class RankContext:
     session_options: Mapping[str, Any]
 
 
-def build_rank_env(ctx: RankContext, yaml_env: Mapping[str, Optional[str]],
-                   env_source: str = "yaml") -> Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]:
+def build_rank_env(
+    ctx: RankContext, yaml_env: Mapping[str, Optional[str]], env_source: str = "yaml"
+) -> Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]:
     """Return ``(env, unset, sources)`` for one rank."""
     env: Dict[str, str] = {}
     sources: Dict[str, str] = {}

@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from npulaunch.config.catalog.options import OPTIONS
 from npulaunch.config.cluster import ClusterConfig
-from npulaunch.host.errors import ConfigProblem
-from npulaunch.plan.rankenv import DEFAULT_ENV
 from npulaunch.config.rules import ERROR, Finding, RuleContext, check_rules
 from npulaunch.config.values import expand_templates
+from npulaunch.host.errors import ConfigProblem
+from npulaunch.plan.rankenv import DEFAULT_ENV
 
 WRITES = tuple(spec.name for spec in OPTIONS if spec.writes)
 SHARED_DIR_OPTIONS = ("dump_path", "profiling_options.output")
@@ -47,13 +47,20 @@ def check_job_options(config: ClusterConfig, world_size: int) -> Tuple[List[Conf
     """Rule errors (located) and warnings (as lines) for the job's session options and env."""
     effective = dict(DEFAULT_ENV)
     effective.update({k: v for k, v in config.env.items() if v is not None})
-    ctx = RuleContext(options=config.session_options, env=config.env, effective_env=effective,
-                      world_size=world_size, product=config.product)
+    ctx = RuleContext(
+        options=config.session_options,
+        env=config.env,
+        effective_env=effective,
+        world_size=world_size,
+        product=config.product,
+    )
     errors: List[ConfigProblem] = []
     warnings = ["warning: " + w.render() for w in config.warnings]
     if config.product is None and "hccl_timeout" in config.session_options:
-        warnings.append("warning: hccl_timeout is checked against the range every product accepts (1-17340 s); "
-                        "name the product line (product: atlas-a2, ...) for its own range")
+        warnings.append(
+            "warning: hccl_timeout is checked against the range every product accepts (1-17340 s); "
+            "name the product line (product: atlas-a2, ...) for its own range"
+        )
     for finding in check_rules(ctx):
         located = _locate(config, finding)
         if finding.level == ERROR:
@@ -83,13 +90,19 @@ def shared_dir_warnings(per_rank: Sequence[Tuple[str, int, Mapping[str, Any]]]) 
     for host, rank, options in per_rank:
         for name in SHARED_DIR_OPTIONS:
             if name == "profiling_options.output":
-                value = json.loads(options["profiling_options"]).get("output") \
-                    if isinstance(options.get("profiling_options"), str) else None
+                value = (
+                    json.loads(options["profiling_options"]).get("output")
+                    if isinstance(options.get("profiling_options"), str)
+                    else None
+                )
             else:
                 value = options.get(name)
             if isinstance(value, str):
                 users.setdefault((name, host, value), []).append(rank)
-    return [f"warning: {len(ranks)} ranks on {host} write {name} to the same directory {path} "
-            f"(ranks {', '.join(map(str, ranks[:8]))}{'...' if len(ranks) > 8 else ''}); "
-            "add {rank} or {device_id} to the path" for (name, host, path), ranks in users.items()
-            if len(ranks) > 1]
+    return [
+        f"warning: {len(ranks)} ranks on {host} write {name} to the same directory {path} "
+        f"(ranks {', '.join(map(str, ranks[:8]))}{'...' if len(ranks) > 8 else ''}); "
+        "add {rank} or {device_id} to the path"
+        for (name, host, path), ranks in users.items()
+        if len(ranks) > 1
+    ]

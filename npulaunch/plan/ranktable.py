@@ -16,13 +16,15 @@ def build_rank_table(servers: Sequence[Tuple[str, Sequence[Tuple[int, str, int]]
     """
     server_list: List[Dict[str, Any]] = []
     for server_id, devices in servers:
-        server_list.append({
-            "server_id": server_id,
-            "device": [{"device_id": str(device), "device_ip": ip, "rank_id": str(rank)}
-                       for device, ip, rank in devices],
-        })
-    return {"version": "1.0", "server_count": str(len(server_list)), "server_list": server_list,
-            "status": "completed"}
+        server_list.append(
+            {
+                "server_id": server_id,
+                "device": [
+                    {"device_id": str(device), "device_ip": ip, "rank_id": str(rank)} for device, ip, rank in devices
+                ],
+            }
+        )
+    return {"version": "1.0", "server_count": str(len(server_list)), "server_list": server_list, "status": "completed"}
 
 
 def rank_table_problems(table: Dict[str, Any]) -> List[str]:
@@ -31,7 +33,7 @@ def rank_table_problems(table: Dict[str, Any]) -> List[str]:
     ranks: List[int] = []
     ips: Dict[str, str] = {}
     if table.get("version") != "1.0":
-        problems.append(f"version is {table.get('version')!r}, expected \"1.0\"")
+        problems.append(f'version is {table.get("version")!r}, expected "1.0"')
     servers = table.get("server_list", [])
     if table.get("server_count") != str(len(servers)):
         problems.append(f"server_count {table.get('server_count')!r} but {len(servers)} servers listed")
@@ -46,8 +48,10 @@ def rank_table_problems(table: Dict[str, Any]) -> List[str]:
             seen_devices.add(device.get("device_id"))
             owner = ips.setdefault(device.get("device_ip"), f"{server.get('server_id')}/{device.get('device_id')}")
             if owner != f"{server.get('server_id')}/{device.get('device_id')}":
-                problems.append(f"device_ip {device.get('device_ip')} used by {owner} and "
-                                f"{server.get('server_id')}/{device.get('device_id')}")
+                problems.append(
+                    f"device_ip {device.get('device_ip')} used by {owner} and "
+                    f"{server.get('server_id')}/{device.get('device_id')}"
+                )
             if str(device.get("rank_id", "")).isdigit():
                 ranks.append(int(device["rank_id"]))
     if sorted(ranks) != list(range(len(ranks))):

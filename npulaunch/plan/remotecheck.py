@@ -26,16 +26,20 @@ def probe_asks(config: ClusterConfig, job_id: str) -> Dict[str, Dict[str, Any]]:
     asks = {}
     for host in config.hosts:
         asks[host.host] = {
-            "workdir": config.job.workdir, "script": python_script(command), "program": command[0],
+            "workdir": config.job.workdir,
+            "script": python_script(command),
+            "program": command[0],
             "job_dir": JobLayout.under(config.job.log_dir, job_id).job_dir,
             "devices": None if host.devices == ALL_DEVICES else sorted(host.devices),
             "need_ips": host.device_ips is None and config.rank_table is not RankTableMode.NONE,
-            "ips_required": config.rank_table is RankTableMode.REQUIRED or len(config.hosts) > 1}
+            "ips_required": config.rank_table is RankTableMode.REQUIRED or len(config.hosts) > 1,
+        }
     return asks
 
 
-def judge(host: str, ask: Dict[str, Any], found: Dict[str, Any], sent: float,
-          received: float) -> Tuple[List[str], List[str]]:
+def judge(
+    host: str, ask: Dict[str, Any], found: Dict[str, Any], sent: float, received: float
+) -> Tuple[List[str], List[str]]:
     """``(problems, warnings)`` of one host, from its probe's answer."""
     python = found["python"]
     if tuple(python[:2]) < MIN_PYTHON:
@@ -50,8 +54,10 @@ def judge(host: str, ask: Dict[str, Any], found: Dict[str, Any], sent: float,
     problems.extend(_npu_problems(host, ask, found))
     skew = found["time"] - (sent + received) / 2
     if abs(skew) > MAX_CLOCK_SKEW_S + (received - sent) / 2:
-        warnings.append(f"{host}: its clock is {skew:+.1f} s off the launcher's; root-cause ordering across "
-                        "hosts relies on timestamps")
+        warnings.append(
+            f"{host}: its clock is {skew:+.1f} s off the launcher's; root-cause ordering across "
+            "hosts relies on timestamps"
+        )
     if found["free_bytes"] < MIN_FREE_BYTES:
         warnings.append(f"{host}: only {found['free_bytes'] >> 20} MB free for {ask['job_dir']}")
     warnings.extend(f"{host}: {error}" for error in found.get("errors", []))
@@ -67,13 +73,17 @@ def _npu_problems(host: str, ask: Dict[str, Any], found: Dict[str, Any]) -> List
     if ask["need_ips"] and ask["ips_required"]:
         ips = found.get("device_ips")
         if ips is None:
-            problems.append(f"{host}: no device_ips in the YAML and no hccn_tool on the host; the rank table "
-                            "needs every NPU's address")
+            problems.append(
+                f"{host}: no device_ips in the YAML and no hccn_tool on the host; the rank table "
+                "needs every NPU's address"
+            )
         else:
             silent = [device for device, ip in sorted(ips.items(), key=lambda item: int(item[0])) if ip is None]
             if silent:
-                problems.append(f"{host}: hccn_tool -i <id> -ip -g gave no address for devices "
-                                f"{', '.join(silent)}; give device_ips in the YAML or configure the NPU NICs")
+                problems.append(
+                    f"{host}: hccn_tool -i <id> -ip -g gave no address for devices "
+                    f"{', '.join(silent)}; give device_ips in the YAML or configure the NPU NICs"
+                )
     return problems
 
 

@@ -21,9 +21,16 @@ class RendezvousError(NpulaunchError):
     exit_code = 2
 
 
-def exchange(layout: JobLayout, node: int, nodes: int, record: Dict[str, Any], timeout_s: float, epoch: str = "",
-             clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
-             ) -> List[Dict[str, Any]]:
+def exchange(
+    layout: JobLayout,
+    node: int,
+    nodes: int,
+    record: Dict[str, Any],
+    timeout_s: float,
+    epoch: str = "",
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> List[Dict[str, Any]]:
     """Publish this node's ``record`` and return every node's, in node order. ``epoch`` names this
     run of the job (the scheduler's job and step): records of an earlier run are not read."""
     directory = layout.rendezvous_dir
@@ -48,7 +55,9 @@ def exchange(layout: JobLayout, node: int, nodes: int, record: Dict[str, Any], t
             return [found[i] for i in range(nodes)]
         if clock() >= deadline:
             missing = [str(i) for i in range(nodes) if i not in found]
-            raise RendezvousError(f"nodes {', '.join(missing)} did not publish their device IPs in {directory} within "
-                                  f"{timeout_s:g} s: job.log_dir must be on a file system every node shares (or list "
-                                  "device_ips for every node in the YAML, or rank_table: none)")
+            raise RendezvousError(
+                f"nodes {', '.join(missing)} did not publish their device IPs in {directory} within "
+                f"{timeout_s:g} s: job.log_dir must be on a file system every node shares (or list "
+                "device_ips for every node in the YAML, or rank_table: none)"
+            )
         sleep(POLL_S)

@@ -43,25 +43,36 @@ def render_sbatch(config: ClusterConfig, config_path: str, options: BatchOptions
     if options.job_id:
         argv += ["--job-id", options.job_id]
     srun = ["srun", "--kill-on-bad-exit=1", f"--ntasks-per-node={per_node}", "--distribution=block"]
-    why = ("one npulaunch per node starts that node's ranks" if options.mode == "node"
-           else "Slurm starts every rank; npulaunch exec gives each its environment, then becomes it")
-    lines = ["#!/bin/bash",
-             f"# Rendered by npulaunch {__version__} (npulaunch sbatch) from {os.path.abspath(config_path)}.",
-             f"# {options.mode} mode: {why}.",
-             "# A failing rank ends its task with a non-zero status; --kill-on-bad-exit=1 then stops every node.",
-             "# The --output directory must exist when the job starts (npulaunch sbatch --submit creates it)."]
+    why = (
+        "one npulaunch per node starts that node's ranks"
+        if options.mode == "node"
+        else "Slurm starts every rank; npulaunch exec gives each its environment, then becomes it"
+    )
+    lines = [
+        "#!/bin/bash",
+        f"# Rendered by npulaunch {__version__} (npulaunch sbatch) from {os.path.abspath(config_path)}.",
+        f"# {options.mode} mode: {why}.",
+        "# A failing rank ends its task with a non-zero status; --kill-on-bad-exit=1 then stops every node.",
+        "# The --output directory must exist when the job starts (npulaunch sbatch --submit creates it).",
+    ]
     lines += [f"#SBATCH --{key}={_quoted_value(value)}" for key, value in header]
     lines += [f"#SBATCH {option}" for option in slurm.get("sbatch_options", ())]
-    lines += ["set -eu", f"mkdir -p {shlex.quote(config.job.log_dir)}",
-              "exec " + " ".join(shlex.quote(word) for word in srun + argv), ""]
+    lines += [
+        "set -eu",
+        f"mkdir -p {shlex.quote(config.job.log_dir)}",
+        "exec " + " ".join(shlex.quote(word) for word in srun + argv),
+        "",
+    ]
     return "\n".join(lines)
 
 
 def _ranks_per_node(config: ClusterConfig) -> int:
     counts = {len(h.devices) for h in config.hosts if isinstance(h.devices, tuple)}
     if len(counts) != 1 or any(not isinstance(h.devices, tuple) for h in config.hosts):
-        raise UsageError("rank mode needs the same number of devices listed on every host (not devices: all): "
-                         "sbatch starts that many tasks per node")
+        raise UsageError(
+            "rank mode needs the same number of devices listed on every host (not devices: all): "
+            "sbatch starts that many tasks per node"
+        )
     return counts.pop()
 
 

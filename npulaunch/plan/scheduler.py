@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.plan.hostlist import expand_hostlist, invalid_value, parse_tasks_per_node
 
+
 class SchedulerKind(str, Enum):
     SLURM = "slurm"
     MPI = "mpi"
@@ -45,11 +46,21 @@ class SchedulerView:
     sources: Dict[str, str]
 
 
-_VIEW_FIELDS = ("hosts", "node_index", "node_count", "rank", "world_size", "local_rank", "local_size",
-                "tasks_per_node", "job_id")
+_VIEW_FIELDS = (
+    "hosts",
+    "node_index",
+    "node_count",
+    "rank",
+    "world_size",
+    "local_rank",
+    "local_size",
+    "tasks_per_node",
+    "job_id",
+)
 
 
 # --- reading variables into a draft view
+
 
 def _value(env: Mapping[str, str], name: str) -> Optional[str]:
     """A variable's value; exported but empty counts as absent (wrappers export empty variables)."""
@@ -91,8 +102,9 @@ class _Draft:
         return self.values.get(name)
 
     def view(self) -> SchedulerView:
-        return SchedulerView(self.kind, **{name: self.values.get(name) for name in _VIEW_FIELDS},
-                             sources=dict(self.sources))
+        return SchedulerView(
+            self.kind, **{name: self.values.get(name) for name in _VIEW_FIELDS}, sources=dict(self.sources)
+        )
 
 
 def _settle_nodes(draft: _Draft) -> None:
@@ -101,8 +113,9 @@ def _settle_nodes(draft: _Draft) -> None:
     if hosts is not None and count is None:
         draft.put("node_count", len(hosts), f"{draft.sources['hosts']} ({len(hosts)} hosts)")
     elif hosts is not None and count != len(hosts):
-        raise invalid_value(draft.sources["node_count"], f"{count} nodes",
-                       f"{len(hosts)}, as many as {draft.sources['hosts']} lists")
+        raise invalid_value(
+            draft.sources["node_count"], f"{count} nodes", f"{len(hosts)}, as many as {draft.sources['hosts']} lists"
+        )
     _check_bounds(draft)
 
 
@@ -110,8 +123,9 @@ def _check_bounds(draft: _Draft) -> None:
     for small, big in (("node_index", "node_count"), ("rank", "world_size"), ("local_rank", "local_size")):
         value, limit = draft.get(small), draft.get(big)
         if value is not None and limit is not None and value >= limit:
-            raise invalid_value(draft.sources[small], f"{small} {value}",
-                           f"0 to {limit - 1}, since {draft.sources[big]}")
+            raise invalid_value(
+                draft.sources[small], f"{small} {value}", f"0 to {limit - 1}, since {draft.sources[big]}"
+            )
 
 
 # --- one reader per scheduler: None when its variables are absent
@@ -159,11 +173,13 @@ def _put_tasks_per_node(draft: _Draft, env: Mapping[str, str]) -> None:
     counts = tuple(parse_tasks_per_node(text, var))
     count, index = draft.get("node_count"), draft.get("node_index")
     if count is not None and len(counts) != count:
-        raise invalid_value(var, f"{text!r} ({len(counts)} nodes)", f"one entry per node: {count}, since "
-                       f"{draft.sources['node_count']}")
+        raise invalid_value(
+            var, f"{text!r} ({len(counts)} nodes)", f"one entry per node: {count}, since {draft.sources['node_count']}"
+        )
     if index is not None and index >= len(counts):
-        raise invalid_value(var, f"{text!r} ({len(counts)} nodes)", f"an entry for node {index}, since "
-                       f"{draft.sources['node_index']}")
+        raise invalid_value(
+            var, f"{text!r} ({len(counts)} nodes)", f"an entry for node {index}, since {draft.sources['node_index']}"
+        )
     draft.put("tasks_per_node", counts, f"{var}={text}")
     if index is not None:
         draft.put("local_size", counts[index], f"{var}={text} (node {index})")
@@ -202,8 +218,10 @@ def _mpirun_in_slurm(env: Mapping[str, str]) -> Optional[_Draft]:
     _put_hosts(draft, env, ("SLURM_JOB_NODELIST", "SLURM_NODELIST"))
     _settle_nodes(draft)
     marker = "OMPI_COMM_WORLD_RANK" if _value(env, "OMPI_COMM_WORLD_RANK") is not None else "PMI_RANK"
-    draft.sources["kind"] = (f"{marker} inside Slurm job {draft.get('job_id')}: mpirun started this process, "
-                             "so rank, world_size, local_rank and local_size are MPI's")
+    draft.sources["kind"] = (
+        f"{marker} inside Slurm job {draft.get('job_id')}: mpirun started this process, "
+        "so rank, world_size, local_rank and local_size are MPI's"
+    )
     return draft
 
 
@@ -236,9 +254,12 @@ def _volcano_task(env: Mapping[str, str], hostname: str) -> Optional[str]:
     if len(mine) == 1:
         return mine[0]
     listed = ", ".join(f"VC_{task}_HOSTS={env[f'VC_{task}_HOSTS'].strip()}" for task in tasks)
-    raise invalid_value("VC_<TASK>_HOSTS", f"{len(tasks)} tasks ({listed}), {len(mine)} of them listing hostname "
-                   f"{hostname!r}", "exactly one task listing this pod's hostname",
-                   "a pod with hostNetwork: true reports its node's hostname, which no task lists")
+    raise invalid_value(
+        "VC_<TASK>_HOSTS",
+        f"{len(tasks)} tasks ({listed}), {len(mine)} of them listing hostname {hostname!r}",
+        "exactly one task listing this pod's hostname",
+        "a pod with hostNetwork: true reports its node's hostname, which no task lists",
+    )
 
 
 def _lists_host(text: str, hostname: str) -> bool:
@@ -270,8 +291,10 @@ def _read_k8s(env: Mapping[str, str], hostname: str) -> Optional[_Draft]:
 
 
 _READERS: Dict[SchedulerKind, Reader] = {
-    SchedulerKind.SLURM: _read_slurm, SchedulerKind.MPI: _read_mpi,
-    SchedulerKind.VOLCANO: _read_volcano, SchedulerKind.K8S: _read_k8s,
+    SchedulerKind.SLURM: _read_slurm,
+    SchedulerKind.MPI: _read_mpi,
+    SchedulerKind.VOLCANO: _read_volcano,
+    SchedulerKind.K8S: _read_k8s,
 }
 _EXPECTED = {
     SchedulerKind.SLURM: "SLURM_JOB_ID or SLURM_JOBID",
@@ -291,8 +314,11 @@ def detect(env: Mapping[str, str], hostname: str = "", forced: Optional[str] = N
     if kind is not None:
         draft = _READERS[kind](env, hostname)
         if draft is None:
-            raise invalid_value(f"scheduler {kind.value} (forced)", f"none of its variables, for hostname {hostname!r}",
-                           f"a {kind.value} environment with {_EXPECTED[kind]}")
+            raise invalid_value(
+                f"scheduler {kind.value} (forced)",
+                f"none of its variables, for hostname {hostname!r}",
+                f"a {kind.value} environment with {_EXPECTED[kind]}",
+            )
         draft.sources["kind"] = f"forced: {kind.value}"
     else:
         draft = _autodetect(env, hostname)
@@ -312,16 +338,21 @@ def _forced_kind(forced: Optional[str]) -> Optional[SchedulerKind]:
         import difflib
 
         close = difflib.get_close_matches(str(forced), choices, n=1)
-        raise invalid_value("scheduler", repr(forced), ", ".join(choices),
-                       f"did you mean {close[0]}?" if close else "") from None
+        raise invalid_value(
+            "scheduler", repr(forced), ", ".join(choices), f"did you mean {close[0]}?" if close else ""
+        ) from None
 
 
 def _autodetect(env: Mapping[str, str], hostname: str) -> Optional[_Draft]:
     draft = _mpirun_in_slurm(env)
     if draft is not None:
         return draft
-    markers = [(SchedulerKind.SLURM, _SLURM_JOB), (SchedulerKind.MPI, ("OMPI_COMM_WORLD_RANK", "PMI_RANK")),
-               (SchedulerKind.VOLCANO, ("VC_TASK_INDEX",)), (SchedulerKind.K8S, ("KUBERNETES_SERVICE_HOST",))]
+    markers = [
+        (SchedulerKind.SLURM, _SLURM_JOB),
+        (SchedulerKind.MPI, ("OMPI_COMM_WORLD_RANK", "PMI_RANK")),
+        (SchedulerKind.VOLCANO, ("VC_TASK_INDEX",)),
+        (SchedulerKind.K8S, ("KUBERNETES_SERVICE_HOST",)),
+    ]
     for kind, names in markers:
         var = _first(env, names)
         if var is None:

@@ -38,12 +38,18 @@ def render_table(specs: Sequence[Spec]) -> str:
     rows: List[Sequence[str]]
     if isinstance(specs[0], OptionSpec):
         rows = [("name", "type", "default", "scenario", "status", "description")]
-        rows += [(s.name, s.type, _cell(s.default), s.scenario, s.status, s.description)
-                 for s in specs if isinstance(s, OptionSpec)]
+        rows += [
+            (s.name, s.type, _cell(s.default), s.scenario, s.status, s.description)
+            for s in specs
+            if isinstance(s, OptionSpec)
+        ]
     else:
         rows = [("name", "type", "default", "allowed", "description")]
-        rows += [(s.name, s.kind, _cell(s.default), s.to_dict()["allowed"], s.description)
-                 for s in specs if isinstance(s, EnvVarSpec)]
+        rows += [
+            (s.name, s.kind, _cell(s.default), s.to_dict()["allowed"], s.description)
+            for s in specs
+            if isinstance(s, EnvVarSpec)
+        ]
     widths = [min(40, max(len(row[i]) for row in rows)) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(cell[:40].ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
     return "\n".join(lines) + f"\n({len(specs)} entries)\n"
@@ -51,8 +57,25 @@ def render_table(specs: Sequence[Spec]) -> str:
 
 def render_entry(spec: Spec) -> str:
     data = spec.to_dict()
-    order = ["name", "type", "area", "scenario", "status", "default", "default_note", "allowed", "unit", "form",
-             "writes", "products", "replacement", "set_by_launcher", "description", "notes", "example"]
+    order = [
+        "name",
+        "type",
+        "area",
+        "scenario",
+        "status",
+        "default",
+        "default_note",
+        "allowed",
+        "unit",
+        "form",
+        "writes",
+        "products",
+        "replacement",
+        "set_by_launcher",
+        "description",
+        "notes",
+        "example",
+    ]
     lines = []
     for key in order:
         value = data.get(key)

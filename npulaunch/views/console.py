@@ -18,8 +18,14 @@ from npulaunch.views.reporttext import render_report
 
 
 class Console:
-    def __init__(self, mode: ConsoleMode = ConsoleMode.ALL, out: Optional[BinaryIO] = None,
-                 err: Optional[BinaryIO] = None, show_host: bool = False, ranks: Optional[Set[int]] = None) -> None:
+    def __init__(
+        self,
+        mode: ConsoleMode = ConsoleMode.ALL,
+        out: Optional[BinaryIO] = None,
+        err: Optional[BinaryIO] = None,
+        show_host: bool = False,
+        ranks: Optional[Set[int]] = None,
+    ) -> None:
         self.mode = mode
         self.ranks = ranks  # --ranks: only these ranks' output on the terminal (files get every rank)
         self._out = out if out is not None else sys.stdout.buffer
@@ -46,16 +52,21 @@ class Console:
         prefix = self.prefix(spec).decode()
         body = "\n".join(lines)  # one pass in C per batch, not a Python step per line
         if "\r" in body:  # progress lines (they end with \r): a run of them shows as its last
-            lines = [line.rstrip("\r") for i, line in enumerate(lines)
-                     if not (is_progress(line) and i + 1 < len(lines) and is_progress(lines[i + 1]))]
+            lines = [
+                line.rstrip("\r")
+                for i, line in enumerate(lines)
+                if not (is_progress(line) and i + 1 < len(lines) and is_progress(lines[i + 1]))
+            ]
             body = "\n".join(lines)
         data = (prefix + body.replace("\n", "\n" + prefix) + "\n").encode("utf-8", "replace")
         self._write(self._err if stream == "stderr" else self._out, data)
 
     def message(self, text: str) -> None:
         """npulaunch's own words, on stderr so they never mix into a rank's stdout stream."""
-        self._write(self._err, b"".join(b"npulaunch: " + line.encode("utf-8", "replace") + b"\n"
-                                        for line in text.splitlines() or [""]))
+        self._write(
+            self._err,
+            b"".join(b"npulaunch: " + line.encode("utf-8", "replace") + b"\n" for line in text.splitlines() or [""]),
+        )
 
     def report(self, summary: JobSummary) -> None:
         """The job's report, once, when it has ended."""

@@ -55,8 +55,10 @@ def report_text(job_dir: str, as_json: bool) -> str:
     document = _load(layout.summary_path)
     if document is None:
         _events(layout, job_dir)  # says whether this is a job directory at all
-        raise UsageError(f"{job_dir} has no summary.json yet: the job is still running (or its launcher "
-                         "was killed); see npulaunch status")
+        raise UsageError(
+            f"{job_dir} has no summary.json yet: the job is still running (or its launcher "
+            "was killed); see npulaunch status"
+        )
     summary = JobSummary.from_json(document, layout.summary_path)
     return json.dumps(document, indent=2) + "\n" if as_json else render_report(summary)
 
@@ -77,9 +79,15 @@ def status_rows(events: List[Event], now: float) -> List[Dict[str, Any]]:
         if not isinstance(rank, int):
             continue
         if event.kind is EventKind.RANK_STARTED:
-            rows[rank] = {"rank": rank, "device_id": data.get("device_id"), "pid": data.get("pid"),
-                          "state": "running", "started": event.time, "stdout": data.get("stdout"),
-                          "stderr": data.get("stderr")}
+            rows[rank] = {
+                "rank": rank,
+                "device_id": data.get("device_id"),
+                "pid": data.get("pid"),
+                "state": "running",
+                "started": event.time,
+                "stdout": data.get("stdout"),
+                "stderr": data.get("stderr"),
+            }
         elif event.kind is EventKind.RANK_EXITED and rank in rows:
             rows[rank]["state"] = data["state"]
             rows[rank]["exit"] = data.get("signal") or data.get("exit_code")
@@ -100,12 +108,15 @@ def status_text(job_dir: str) -> str:
     finished = next((e.data for e in events if e.kind is EventKind.JOB_FINISHED), None)
     attempt = f" (attempt {layout.attempt})" if layout.attempt else ""
     head = f"job {os.path.basename(os.path.normpath(job_dir))}{attempt}: " + (
-        f"{finished['status']} (exit code {finished['exit_code']})" if finished else "running")
+        f"{finished['status']} (exit code {finished['exit_code']})" if finished else "running"
+    )
     lines = [head, f"{'rank':>4}  {'device':>6}  {'state':<20} {'lines':>8}  {'silent':>7}  last line"]
     for row in status_rows(events, time.time()):
         state = row["state"] + (f" ({row['exit']})" if row.get("exit") not in (None, 0) else "")
         if row.get("signatures"):
             state += " " + ",".join(row["signatures"])
-        lines.append(f"{row['rank']:>4}  {row['device_id']:>6}  {state:<20} {row['lines']:>8}  "
-                     f"{row['silent_s']:>6}s  {row['last_line'][:80]}")
+        lines.append(
+            f"{row['rank']:>4}  {row['device_id']:>6}  {state:<20} {row['lines']:>8}  "
+            f"{row['silent_s']:>6}s  {row['last_line'][:80]}"
+        )
     return "\n".join(lines) + "\n"

@@ -44,8 +44,13 @@ class RankRow:
 class LiveConsole(Console):
     """A Console that keeps a status table at the bottom of the terminal."""
 
-    def __init__(self, plan: LaunchPlan, mode: ConsoleMode = ConsoleMode.ALL,
-                 ranks: Optional[Set[int]] = None, rich_console: Optional[RichConsole] = None) -> None:
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        mode: ConsoleMode = ConsoleMode.ALL,
+        ranks: Optional[Set[int]] = None,
+        rich_console: Optional[RichConsole] = None,
+    ) -> None:
         super().__init__(mode, ranks=ranks)
         self._rich = rich_console or RichConsole(highlight=False, soft_wrap=True)
         self._rows: Dict[int, RankRow] = {s.rank: RankRow(s.rank, s.device_id) for s in plan.ranks}
@@ -87,8 +92,9 @@ class LiveConsole(Console):
         if row is not None and event.kind is EventKind.RANK_STARTED:
             row.state = "running"
         elif row is not None and event.kind is EventKind.RANK_EXITED:
-            row.state = event.data["state"] + (f" ({event.data['signal'] or event.data['exit_code']})"
-                                               if event.data["state"] != "succeeded" else "")
+            row.state = event.data["state"] + (
+                f" ({event.data['signal'] or event.data['exit_code']})" if event.data["state"] != "succeeded" else ""
+            )
         elif row is not None and event.kind is EventKind.SIGNATURE_MATCHED:
             row.state += f" {signature_label(event.data)}"
         self._refresh(time.monotonic())
@@ -110,14 +116,14 @@ class LiveConsole(Console):
         now = time.monotonic()
         table = Table(box=None, pad_edge=False, header_style="bold")
         for column in ("rank", "device", "state", "lines/s", "silent", "step", "ETA", "last line"):
-            table.add_column(column, no_wrap=True, overflow="ellipsis",
-                             max_width=60 if column == "last line" else None)
+            table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=60 if column == "last line" else None)
         for row in self._rows.values():
             silent = f"{now - row.last_time:.0f}s" if row.last_time is not None else "-"
             step = "-" if row.step is None else (f"{row.step}/{row.total}" if row.total else str(row.step))
             eta = "-"
             if row.total and row.step_rate > 0:
                 eta = f"{max(0.0, (row.total - (row.step or 0)) / row.step_rate):.0f}s"
-            table.add_row(str(row.rank), str(row.device_id), row.state, f"{row.rate:.0f}", silent, step, eta,
-                          row.last_line[:60])
+            table.add_row(
+                str(row.rank), str(row.device_id), row.state, f"{row.rate:.0f}", silent, step, eta, row.last_line[:60]
+            )
         return table

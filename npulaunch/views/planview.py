@@ -28,8 +28,10 @@ def render_plan_table(plan: LaunchPlan) -> str:
         lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1])
     shown = [spec for spec in plan.ranks if spec.session_options][:8]
     if shown:
-        lines.append("session options (as each rank's session will get them; what a rank's session really got "
-                     "is written to rank-N/session_options.json when it runs):")
+        lines.append(
+            "session options (as each rank's session will get them; what a rank's session really got "
+            "is written to rank-N/session_options.json when it runs):"
+        )
         lines.extend(f"  rank {s.rank}: {json.dumps(s.session_options, sort_keys=True)}" for s in shown)
         if len(plan.ranks) > len(shown):
             lines.append(f"  ... {len(plan.ranks) - len(shown)} more ranks in plan --json")

@@ -14,7 +14,7 @@ SHIPPED = sorted((ROOT / "cluster_configs").glob("*.yaml")) + sorted((ROOT / "ex
 
 @pytest.mark.parametrize("path", BROKEN, ids=lambda p: p.stem)
 def test_broken_config_is_refused_with_its_message(path: Path) -> None:
-    expected = [line[len("# expect: "):] for line in path.read_text().splitlines() if line.startswith("# expect: ")]
+    expected = [line[len("# expect: ") :] for line in path.read_text().splitlines() if line.startswith("# expect: ")]
     assert expected, "each broken config says what it expects"
     result = run_cli("check", "--offline", str(path))
     assert result.returncode == 2, result.stdout + result.stderr

@@ -99,8 +99,9 @@ def test_enough_entries_have_ranges_to_mean_something() -> None:
     assert len(RANGED) >= 30
 
 
-@pytest.mark.parametrize("env", [e for e in ENV_VARS if e.default is not None and not e.set_by_launcher],
-                         ids=lambda e: e.name)
+@pytest.mark.parametrize(
+    "env", [e for e in ENV_VARS if e.default is not None and not e.set_by_launcher], ids=lambda e: e.name
+)
 def test_env_defaults_are_valid(env) -> None:
     check_env_value(env, env.default)
 

@@ -35,8 +35,18 @@ def test_a_device_fault_is_the_root_cause_not_the_ranks_that_timed_out(log_dir: 
 
 def test_a_silent_rank_is_declared_hung_and_the_job_stopped(log_dir: Path, marker: str) -> None:
     started = time.monotonic()
-    result = run_local(log_dir, marker, "--hang-timeout", "1", "--", sys.executable, str(RANKS / "rank.py"),
-                       "1=silent", "*=tick", nproc=3)
+    result = run_local(
+        log_dir,
+        marker,
+        "--hang-timeout",
+        "1",
+        "--",
+        sys.executable,
+        str(RANKS / "rank.py"),
+        "1=silent",
+        "*=tick",
+        nproc=3,
+    )
     assert result.returncode == 1
     assert time.monotonic() - started < 1 + 1 + 1 + 3  # limit + 1 s to notice + grace + start-up
     events = [json.loads(line) for line in (log_dir / "m" / "events.jsonl").read_text().splitlines()]
@@ -49,8 +59,9 @@ def test_a_silent_rank_is_declared_hung_and_the_job_stopped(log_dir: Path, marke
 
 
 def test_a_whole_job_stall_is_detected(log_dir: Path, marker: str) -> None:
-    result = run_local(log_dir, marker, "--hang-timeout", "1", "--", sys.executable, str(RANKS / "rank.py"),
-                       "*=silent", nproc=2)
+    result = run_local(
+        log_dir, marker, "--hang-timeout", "1", "--", sys.executable, str(RANKS / "rank.py"), "*=silent", nproc=2
+    )
     assert result.returncode == 1
     assert "hang: every rank printed nothing" in result.stderr
     failure = json.loads((log_dir / "m" / "failure.json").read_text())
@@ -60,7 +71,7 @@ def test_a_whole_job_stall_is_detected(log_dir: Path, marker: str) -> None:
 def test_the_jobs_own_pattern_names_the_failure(tmp_path: Path, log_dir: Path, marker: str) -> None:
     config = tmp_path / "job.yaml"
     config.write_text(f"""job:
-  command: [{sys.executable}, {RANKS / 'rank.py'}, "0=say:loss-is-nan+exit:1@0.3", "*=hang"]
+  command: [{sys.executable}, {RANKS / "rank.py"}, "0=say:loss-is-nan+exit:1@0.3", "*=hang"]
   log_dir: {log_dir}
   grace_period_s: 1
 hosts: [{{host: localhost, devices: 2}}]
@@ -77,8 +88,10 @@ monitor:
 
 def test_a_bad_user_pattern_is_a_config_error(tmp_path: Path) -> None:
     config = tmp_path / "job.yaml"
-    config.write_text("job: {command: [python3, x.py]}\nhosts: [{host: localhost, devices: 1}]\n"
-                      "monitor:\n  patterns:\n    - {name: bad, pattern: \"(unclosed\"}\n")
+    config.write_text(
+        "job: {command: [python3, x.py]}\nhosts: [{host: localhost, devices: 1}]\n"
+        'monitor:\n  patterns:\n    - {name: bad, pattern: "(unclosed"}\n'
+    )
     result = run_cli("check", str(config))
     assert result.returncode == 2
     assert ":5: monitor.patterns[0].pattern: found '(unclosed'" in result.stderr
@@ -102,8 +115,9 @@ def test_status_and_report_read_the_job_directory_back(log_dir: Path, marker: st
 
 
 def test_a_heartbeat_is_progress_for_a_silent_rank(log_dir: Path, marker: str) -> None:
-    result = run_local(log_dir, marker, "--hang-timeout", "1", "--", sys.executable, str(RANKS / "rank.py"),
-                       "*=beat:2.5", nproc=2)
+    result = run_local(
+        log_dir, marker, "--hang-timeout", "1", "--", sys.executable, str(RANKS / "rank.py"), "*=beat:2.5", nproc=2
+    )
     assert result.returncode == 0, result.stderr
     assert "hang" not in result.stderr
 
@@ -111,7 +125,7 @@ def test_a_heartbeat_is_progress_for_a_silent_rank(log_dir: Path, marker: str) -
 def write_config(tmp_path: Path, log_dir: Path, rank_args: str, monitor: str, extra: str = "") -> Path:
     config = tmp_path / "job.yaml"
     config.write_text(f"""job:
-  command: [{sys.executable}, {RANKS / 'rank.py'}, {rank_args}]
+  command: [{sys.executable}, {RANKS / "rank.py"}, {rank_args}]
   log_dir: {log_dir}
   grace_period_s: 1
 hosts: [{{host: localhost, devices: 2}}]
@@ -121,16 +135,22 @@ monitor: {monitor}
 
 
 def test_with_a_progress_regex_other_lines_are_not_progress(tmp_path: Path, log_dir: Path, marker: str) -> None:
-    config = write_config(tmp_path, log_dir, '"*=noise"',
-                          '{hang_timeout_s: 1, startup_timeout_s: 1, progress_regex: "step \\\\d+"}')
+    config = write_config(
+        tmp_path, log_dir, '"*=noise"', '{hang_timeout_s: 1, startup_timeout_s: 1, progress_regex: "step \\\\d+"}'
+    )
     result = run_cli("run", str(config), "--job-id", "m", env={"NPLTEST_MARKER": marker})
     assert result.returncode == 1
     assert json.loads((log_dir / "m" / "failure.json").read_text())["cls"] == "hang"
 
 
 def test_a_hung_rank_leaves_its_python_stacks(tmp_path: Path, log_dir: Path, marker: str) -> None:
-    config = write_config(tmp_path, log_dir, '"0=silent", "*=tick"', "{hang_timeout_s: 1}",
-                          "session_injection: auto\nsession_options: {hcom_parallel: true}\n")
+    config = write_config(
+        tmp_path,
+        log_dir,
+        '"0=silent", "*=tick"',
+        "{hang_timeout_s: 1}",
+        "session_injection: auto\nsession_options: {hcom_parallel: true}\n",
+    )
     result = run_cli("run", str(config), "--job-id", "m", env={"NPLTEST_MARKER": marker})
     assert result.returncode == 1
     stacks = list((log_dir / "m" / "rank-0").glob("stacks-*.txt"))

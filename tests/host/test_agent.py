@@ -32,8 +32,11 @@ def test_an_error_in_the_launcher_kills_every_rank(tmp_path: Path, marker: str) 
 
 def test_outcome_of_a_clean_run(tmp_path: Path, marker: str) -> None:
     seen = []
-    outcome = Agent(host_plan(tmp_path, marker, "0=exit:0", "1=exit:0"), lambda e: None,
-                    lambda spec, stream, lines: seen.extend((spec.rank, line) for line in lines)).run()
+    outcome = Agent(
+        host_plan(tmp_path, marker, "0=exit:0", "1=exit:0"),
+        lambda e: None,
+        lambda spec, stream, lines: seen.extend((spec.rank, line) for line in lines),
+    ).run()
     assert [r.state for r in outcome.ranks] == [RankState.SUCCEEDED, RankState.SUCCEEDED]
     assert outcome.stop_signal is None and outcome.strays_killed == []
     assert sorted(text.split()[0] for _, text in seen) == ["ready", "ready"]

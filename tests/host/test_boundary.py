@@ -52,8 +52,12 @@ def rel(path: Path) -> str:
 
 def test_the_walk_finds_the_host_side() -> None:
     found = {rel(p) for p in HOST_SOURCES}
-    assert {"npulaunch/host/agent/agent.py", "npulaunch/host/spec.py", "npulaunch/host/session.py",
-            rel(INJECT_HOOK)} <= found, found
+    assert {
+        "npulaunch/host/agent/agent.py",
+        "npulaunch/host/spec.py",
+        "npulaunch/host/session.py",
+        rel(INJECT_HOOK),
+    } <= found, found
 
 
 @pytest.mark.parametrize("source", HOST_SOURCES, ids=[str(p.relative_to(HOST)) for p in HOST_SOURCES])
@@ -107,10 +111,12 @@ def test_host_imports_only_itself_and_the_standard_library() -> None:
 def test_the_host_import_check_catches_each_kind_of_offence(tmp_path: Path) -> None:
     require(hasattr(sys, "stdlib_module_names"), "Python 3.10+ to run the tests (sys.stdlib_module_names)")
     bad = tmp_path / "bad.py"
-    bad.write_text("import os.path\nimport yaml\nfrom npulaunch import session\nfrom ...config import cluster\n"
-                   "from . import spec\nimport tensorflow\nfrom typing import TYPE_CHECKING\n"
-                   "if TYPE_CHECKING:\n    from npulaunch.plan.build import LaunchPlan\n"
-                   "def lazy():\n    import tensorflow as tf\n    from npu_bridge.estimator import npu_ops\n")
+    bad.write_text(
+        "import os.path\nimport yaml\nfrom npulaunch import session\nfrom ...config import cluster\n"
+        "from . import spec\nimport tensorflow\nfrom typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from npulaunch.plan.build import LaunchPlan\n"
+        "def lazy():\n    import tensorflow as tf\n    from npu_bridge.estimator import npu_ops\n"
+    )
     problems = host_import_problems(bad, "npulaunch.host.agent.bad")
     lines = sorted(int(p.split(":")[1]) for p in problems)
     assert lines == [2, 3, 4, 6, 9], problems
@@ -137,8 +143,20 @@ def test_the_agent_zip_ships_host_whole() -> None:
 
 def test_host_side_code_needs_at_most_python_3_7() -> None:
     require(shutil.which("vermin") is not None, "vermin (pip install vermin)")
-    result = subprocess.run(["vermin", "--target=3.7-", "--violations", "--no-tips", "--eval-annotations",
-                             "npulaunch/__init__.py", "npulaunch/host"], cwd=str(ROOT), capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            "vermin",
+            "--target=3.7-",
+            "--violations",
+            "--no-tips",
+            "--eval-annotations",
+            "npulaunch/__init__.py",
+            "npulaunch/host",
+        ],
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -173,9 +191,10 @@ print(json.dumps({{"version": sys.version_info[:2], "codes": [r.exit_code for r 
 def test_the_rank_side_helpers_load_on_python_3_7(tmp_path: Path) -> None:
     interpreter = python37()
     require(bool(interpreter), PY37)
-    code = ("import os, sys; sys.path.insert(0, %r); from npulaunch import session; "
-            "os.environ['NPULAUNCH_SESSION_OPTIONS'] = '{\"hcom_parallel\": true}'; print(session.options())"
-            % str(ROOT))
+    code = (
+        "import os, sys; sys.path.insert(0, %r); from npulaunch import session; "
+        "os.environ['NPULAUNCH_SESSION_OPTIONS'] = '{\"hcom_parallel\": true}'; print(session.options())" % str(ROOT)
+    )
     env = {"PYTHONPATH": str(HOST / "inject"), "PATH": "/usr/bin:/bin"}
     result = subprocess.run([interpreter, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -65,8 +65,9 @@ TWO_CARDS_BUSY = """\
 
 
 def standin_output(tool: str, *args: str, **env: str) -> str:
-    done = subprocess.run([str(STANDINS / tool), *args], capture_output=True, text=True, check=True,
-                          env={**os.environ, **env})
+    done = subprocess.run(
+        [str(STANDINS / tool), *args], capture_output=True, text=True, check=True, env={**os.environ, **env}
+    )
     return done.stdout
 
 
@@ -83,23 +84,33 @@ def test_parse_standin_health_column() -> None:
     assert [c.health for c in chips] == ["OK", "Critical", "OK", "Critical"]
 
 
-@pytest.mark.parametrize("text, expected", [
-    (CONTAINER_NPU5, [NpuChip(0, 5, 0, "910B2", "Warning", "0000:41:00.0")]),
-    (TWO_CARDS_BUSY, [NpuChip(0, 2, 0, "910A", "OK", "0000:61:00.0"), NpuChip(1, 3, 0, "910A", "OK", "0000:62:00.0")]),
-    ("", []),
-    ("npu-smi: command failed: dcmi module initialize failed. ret is -8005\n", []),
-], ids=["container-npu5", "two-cards-busy", "empty", "error-text"])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (CONTAINER_NPU5, [NpuChip(0, 5, 0, "910B2", "Warning", "0000:41:00.0")]),
+        (
+            TWO_CARDS_BUSY,
+            [NpuChip(0, 2, 0, "910A", "OK", "0000:61:00.0"), NpuChip(1, 3, 0, "910A", "OK", "0000:62:00.0")],
+        ),
+        ("", []),
+        ("npu-smi: command failed: dcmi module initialize failed. ret is -8005\n", []),
+    ],
+    ids=["container-npu5", "two-cards-busy", "empty", "error-text"],
+)
 def test_parse_real_world_npu_smi(text: str, expected: list) -> None:
     assert list(parse_npu_smi_info(text)) == expected
 
 
-@pytest.mark.parametrize("text, ip", [
-    ("ipaddr:192.168.100.101\nnetmask:255.255.255.0\n", "192.168.100.101"),
-    ("netmask:255.255.255.0\nipaddr : 10.0.0.7 \n", "10.0.0.7"),
-    ("ipaddr:\nnetmask:\n", None),
-    ("Command execute failed, please check the parameters!\n", None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    "text, ip",
+    [
+        ("ipaddr:192.168.100.101\nnetmask:255.255.255.0\n", "192.168.100.101"),
+        ("netmask:255.255.255.0\nipaddr : 10.0.0.7 \n", "10.0.0.7"),
+        ("ipaddr:\nnetmask:\n", None),
+        ("Command execute failed, please check the parameters!\n", None),
+        ("", None),
+    ],
+)
 def test_parse_hccn_ip(text: str, ip: Optional[str]) -> None:
     assert parse_hccn_ip(text) == ip
 
@@ -126,10 +137,13 @@ def test_discover_with_injected_runners() -> None:
 
 # --- through the CLI, with the stand-ins on PATH
 
+
 def write_yaml(tmp_path: Path, log_dir: Path, extra: str = "") -> Path:
     path = tmp_path / "all devices.yaml"
-    path.write_text("version: 1\njob:\n  command: [python3, train.py]\n"
-                    f"  log_dir: {json.dumps(str(log_dir))}\nhosts:\n  - host: localhost\n    devices: all\n" + extra)
+    path.write_text(
+        "version: 1\njob:\n  command: [python3, train.py]\n"
+        f"  log_dir: {json.dumps(str(log_dir))}\nhosts:\n  - host: localhost\n    devices: all\n" + extra
+    )
     return path
 
 
@@ -149,7 +163,8 @@ def test_cli_devices_all_gives_one_rank_per_standin_npu(tmp_path: Path, log_dir:
     plan = plan_json(write_yaml(tmp_path, log_dir))
     assert plan["world_size"] == 8
     assert [(r["rank"], r["device_id"], r["env"]["DEVICE_ID"]) for r in plan["ranks"]] == [
-        (i, i, str(i)) for i in range(8)]
+        (i, i, str(i)) for i in range(8)
+    ]
     assert plan["sources"]["hosts[0].devices"] == "discovery (npu-smi info)"
     assert job_dirs(log_dir) == []
 
@@ -170,15 +185,20 @@ def test_cli_rank_table_required_uses_standin_ips(tmp_path: Path, log_dir: Path)
     assert table["server_count"] == "1" and table["server_list"][0]["server_id"] == "localhost"
     devices = table["server_list"][0]["device"]
     assert [(d["device_id"], d["device_ip"], d["rank_id"]) for d in devices] == [
-        (str(n), "192.168.%d.%d" % (100 + n % 4, 101 + n // 4), str(n)) for n in range(8)]
+        (str(n), "192.168.%d.%d" % (100 + n % 4, 101 + n // 4), str(n)) for n in range(8)
+    ]
     assert plan["rank_table_path"] == os.path.join(plan["job_dir"], "rank_table.json")
     assert {r["env"]["RANK_TABLE_FILE"] for r in plan["ranks"]} == {plan["rank_table_path"]}
     assert plan["sources"]["hosts[0].device_ips"] == "discovery (hccn_tool)"
 
 
 def test_cli_devices_all_refuses_an_unhealthy_npu(tmp_path: Path, log_dir: Path) -> None:
-    result = run_cli("plan", str(write_yaml(tmp_path, log_dir)), standins=True,
-                     env={"NPU_STANDIN_COUNT": "4", "NPU_STANDIN_UNHEALTHY": "2"})
+    result = run_cli(
+        "plan",
+        str(write_yaml(tmp_path, log_dir)),
+        standins=True,
+        env={"NPU_STANDIN_COUNT": "4", "NPU_STANDIN_UNHEALTHY": "2"},
+    )
     assert result.returncode == 2
     assert "device 2 (NPU 2) health Critical" in result.stderr
     assert "list the healthy devices" in result.stderr

@@ -14,7 +14,7 @@ def write_job(tmp_path: Path, code: str, extra: str = "") -> Path:
     path.write_text(f"""version: 1
 job:
   command: [{sys.executable}, -c, "{code}"]
-  log_dir: {tmp_path / 'logs'}
+  log_dir: {tmp_path / "logs"}
 hosts:
   - {{host: localhost, devices: 1}}
 session_injection: on

@@ -31,8 +31,9 @@ class Channel:
 
     def __init__(self, agent_zip: str, first: Dict) -> None:
         interpreter = python37() or sys.executable
-        self.proc = subprocess.Popen([interpreter, "-I", "-S", agent_zip], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [interpreter, "-I", "-S", agent_zip], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         self.messages: List[Dict] = []
         self._buffer = b""
         self.send(first)

@@ -10,17 +10,23 @@ import pytest
 from npulaunch.host.signatures import CAUSE, SYMPTOM, Matcher, parse_plog_time
 
 
-@pytest.mark.parametrize("line, name, kind", [
-    ("[ERROR] HCCL(1,python3):2024-01-02-03:04:05.678.901 [x.cc:1] EI0006: Getting socket times out.", "EI0006",
-     SYMPTOM),
-    ("EI0002: The wait operation for the notify timed out", "EI0002", SYMPTOM),
-    ("EI0004: The ranktable is invalid", "EI0004", CAUSE),
-    ("EZ9999: Inner Error! there is an aivec error exception", "EZ9999-aicore", CAUSE),
-    ("rtStreamSynchronizeWithTimeout failed, error code 507046", "507046", SYMPTOM),
-    ("EL0004: Failed to allocate memory.", "EL0004", CAUSE),
-    ("Traceback (most recent call last):", "python-traceback", CAUSE),
-    ("bash: line 1: 123 Segmentation fault (core dumped) python3 train.py", "segfault", CAUSE),
-])
+@pytest.mark.parametrize(
+    "line, name, kind",
+    [
+        (
+            "[ERROR] HCCL(1,python3):2024-01-02-03:04:05.678.901 [x.cc:1] EI0006: Getting socket times out.",
+            "EI0006",
+            SYMPTOM,
+        ),
+        ("EI0002: The wait operation for the notify timed out", "EI0002", SYMPTOM),
+        ("EI0004: The ranktable is invalid", "EI0004", CAUSE),
+        ("EZ9999: Inner Error! there is an aivec error exception", "EZ9999-aicore", CAUSE),
+        ("rtStreamSynchronizeWithTimeout failed, error code 507046", "507046", SYMPTOM),
+        ("EL0004: Failed to allocate memory.", "EL0004", CAUSE),
+        ("Traceback (most recent call last):", "python-traceback", CAUSE),
+        ("bash: line 1: 123 Segmentation fault (core dumped) python3 train.py", "segfault", CAUSE),
+    ],
+)
 def test_signatures(line: str, name: str, kind: str) -> None:
     signature = Matcher().match(line)
     assert signature is not None and signature.name == name and signature.kind == kind

@@ -17,23 +17,26 @@ def feed_all(chunks):
     return lines + splitter.flush()
 
 
-@pytest.mark.parametrize("chunks, expected", [
-    ([b"a\nb\n"], ["a", "b"]),
-    ([b"a", b"b\n", b"c"], ["ab", "c"]),
-    ([b"a\r\nb\r\n"], ["a", "b"]),
-    ([b"a\r", b"\nb\n"], ["a", "b"]),  # \r\n split across reads
-    ([b"10%\r50%\r100%\n"], ["10%\r", "50%\r", "100%"]),
-    ([b"10%\r", b"50%\r", b"done\n"], ["10%\r", "50%\r", "done"]),
-    ([b"\n\n"], ["", ""]),
-    ([b"no newline at end"], ["no newline at end"]),
-])
+@pytest.mark.parametrize(
+    "chunks, expected",
+    [
+        ([b"a\nb\n"], ["a", "b"]),
+        ([b"a", b"b\n", b"c"], ["ab", "c"]),
+        ([b"a\r\nb\r\n"], ["a", "b"]),
+        ([b"a\r", b"\nb\n"], ["a", "b"]),  # \r\n split across reads
+        ([b"10%\r50%\r100%\n"], ["10%\r", "50%\r", "100%"]),
+        ([b"10%\r", b"50%\r", b"done\n"], ["10%\r", "50%\r", "done"]),
+        ([b"\n\n"], ["", ""]),
+        ([b"no newline at end"], ["no newline at end"]),
+    ],
+)
 def test_lines(chunks, expected) -> None:
     assert feed_all(chunks) == expected
 
 
 def test_a_utf8_character_split_across_reads_is_kept_whole() -> None:
     data = "héllo ✓ 中文\n".encode()
-    assert feed_all([data[i:i + 1] for i in range(len(data))]) == ["héllo ✓ 中文"]
+    assert feed_all([data[i : i + 1] for i in range(len(data))]) == ["héllo ✓ 中文"]
 
 
 def test_an_overlong_line_is_cut_on_a_character_boundary() -> None:

@@ -34,12 +34,12 @@ def job(tmp_path: Path, ranks: int, ways: str, extra: str = "") -> Path:
     path = tmp_path / "job.yaml"
     path.write_text(f"""version: 1
 job:
-  command: [{sys.executable}, {RANKS / 'tf_sessions.py'}, {ways}]
-  log_dir: {tmp_path / 'logs'}
+  command: [{sys.executable}, {RANKS / "tf_sessions.py"}, {ways}]
+  log_dir: {tmp_path / "logs"}
 hosts:
   - {{host: localhost, devices: {ranks}}}
 session_injection: auto
-{OPTIONS.format(dump=tmp_path / 'dump')}{extra}""")
+{OPTIONS.format(dump=tmp_path / "dump")}{extra}""")
     return path
 
 
@@ -51,8 +51,7 @@ def results(stdout: str) -> Dict[int, dict]:
 
 
 def test_options_land_in_every_kind_of_session(tmp_path: Path) -> None:
-    result = run_cli("run", str(job(tmp_path, 2, "explicit, config, plain, monitored")), "--job-id", "tf",
-                     timeout=180)
+    result = run_cli("run", str(job(tmp_path, 2, "explicit, config, plain, monitored")), "--job-id", "tf", timeout=180)
     assert result.returncode == 0, result.stderr
     got = results(result.stdout)
     assert sorted(got) == [0, 1]
@@ -78,16 +77,25 @@ def test_options_land_in_every_kind_of_session(tmp_path: Path) -> None:
 
 
 def test_yaml_precedence_overrides_the_script(tmp_path: Path) -> None:
-    result = run_cli("run", str(job(tmp_path, 1, "config", "session_precedence: yaml\n")), "--job-id", "tf",
-                     timeout=120)
+    result = run_cli(
+        "run", str(job(tmp_path, 1, "config", "session_precedence: yaml\n")), "--job-id", "tf", timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert results(result.stdout)[0]["config"]["params"]["iterations_per_loop"] == ["i", 10]
     assert "keeping the YAML's" in result.stderr
 
 
 def test_the_readme_main_job_trains_4_ranks_to_identical_weights(log_dir: Path, marker: str) -> None:
-    result = run_cli("run", "cluster_configs/local-4.yaml", "--log-dir", str(log_dir), "--job-id", "demo",
-                     env={"NPLTEST_MARKER": marker}, timeout=240)
+    result = run_cli(
+        "run",
+        "cluster_configs/local-4.yaml",
+        "--log-dir",
+        str(log_dir),
+        "--job-id",
+        "demo",
+        env={"NPLTEST_MARKER": marker},
+        timeout=240,
+    )
     assert result.returncode == 0, result.stderr
     weights = []
     for rank in range(4):
@@ -107,7 +115,7 @@ def test_two_ranks_train_and_a_peer_that_never_joins_does_not_hang_the_job(tmp_p
 job:
   command: [{sys.executable}, examples/tf_train.py, --steps, "50", --fail-rank, "1", --fail-after, "6"]
   workdir: {ROOT}
-  log_dir: {tmp_path / 'logs'}
+  log_dir: {tmp_path / "logs"}
   grace_period_s: 2
 hosts:
   - {{host: localhost, devices: 2}}
@@ -141,8 +149,12 @@ def test_the_legacy_example_gets_the_options_without_changes(log_dir: Path) -> N
         assert f"[r{rank} d{rank}] done: loss" in result.stdout
         got = json.loads((log_dir / "legacy" / f"rank-{rank}" / "session_options.json").read_text())
         assert got["via"] == "injection"
-        assert got["options"] == {"dump_path": f"/tmp/npulaunch-dump/legacy/{rank}", "iterations_per_loop": 1,
-                                  "precision_mode_v2": "origin", "use_off_line": True}
+        assert got["options"] == {
+            "dump_path": f"/tmp/npulaunch-dump/legacy/{rank}",
+            "iterations_per_loop": 1,
+            "precision_mode_v2": "origin",
+            "use_off_line": True,
+        }
 
 
 def test_initialize_system_uses_npu_bridge_with_the_options_cann_requires(tmp_path: Path) -> None:
@@ -159,10 +171,10 @@ print(json.dumps(json.load(open(os.path.join(os.environ['NPULAUNCH_RANK_DIR'], '
     path.write_text(f"""version: 1
 job:
   command: [{sys.executable}, -c, {json.dumps(code)}]
-  log_dir: {tmp_path / 'logs'}
+  log_dir: {tmp_path / "logs"}
 hosts: [{{host: localhost, devices: 1}}]
 env:
-  PYTHONPATH: {STANDINS / 'python'}
+  PYTHONPATH: {STANDINS / "python"}
   NPU_BRIDGE_STANDIN_LOG: {log}
 session_options:
   enable_dump: true
@@ -185,8 +197,22 @@ def test_without_npu_bridge_initialize_system_does_nothing() -> None:
 
 
 def test_two_ranks_train_to_identical_weights(log_dir: Path) -> None:
-    result = run_cli("run", "cluster_configs/local-4.yaml", "--nproc-per-node", "2", "--log-dir", str(log_dir),
-                     "--job-id", "two", "--", "python3", "examples/tf_train.py", "--steps", "60", timeout=180)
+    result = run_cli(
+        "run",
+        "cluster_configs/local-4.yaml",
+        "--nproc-per-node",
+        "2",
+        "--log-dir",
+        str(log_dir),
+        "--job-id",
+        "two",
+        "--",
+        "python3",
+        "examples/tf_train.py",
+        "--steps",
+        "60",
+        timeout=180,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("weights identical on all 2 ranks: yes") == 2
     first, second = (json.loads((log_dir / "two" / f"rank-{r}" / "weights.json").read_text()) for r in (0, 1))

@@ -11,14 +11,31 @@ from helpers import RANKS, run_local
 
 
 def test_a_retryable_failure_restarts_the_job_with_its_own_attempt_directories(log_dir: Path, marker: str) -> None:
-    result = run_local(log_dir, marker, "--max-restarts", "3", "--", sys.executable, str(RANKS / "rank.py"),
-                       "0=connect_fails_until:3", "*=ok@0.2", nproc=2)
+    result = run_local(
+        log_dir,
+        marker,
+        "--max-restarts",
+        "3",
+        "--",
+        sys.executable,
+        str(RANKS / "rank.py"),
+        "0=connect_fails_until:3",
+        "*=ok@0.2",
+        nproc=2,
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads((log_dir / "m" / "summary.json").read_text())
-    assert [(a["attempt"], a["status"]) for a in summary["attempts"]] == [(1, "failed"), (2, "failed"),
-                                                                           (3, "succeeded")]
-    assert summary["attempts"][0]["root_cause"] == {"rank": 0, "cls": "hccl_connect_timeout", "code": "EI0006",
-                                                     "retryable": True}
+    assert [(a["attempt"], a["status"]) for a in summary["attempts"]] == [
+        (1, "failed"),
+        (2, "failed"),
+        (3, "succeeded"),
+    ]
+    assert summary["attempts"][0]["root_cause"] == {
+        "rank": 0,
+        "cls": "hccl_connect_timeout",
+        "code": "EI0006",
+        "retryable": True,
+    }
     for attempt in (1, 2, 3):
         assert (log_dir / "m" / f"attempt-{attempt}" / "rank-0" / "stdout.log").exists()
         assert (log_dir / "m" / f"attempt-{attempt}" / "events.jsonl").exists()
@@ -27,8 +44,18 @@ def test_a_retryable_failure_restarts_the_job_with_its_own_attempt_directories(l
 
 
 def test_restarts_are_bounded(log_dir: Path, marker: str) -> None:
-    result = run_local(log_dir, marker, "--max-restarts", "1", "--", sys.executable, str(RANKS / "rank.py"),
-                       "0=connect_fails_until:9", "*=hang", nproc=2)
+    result = run_local(
+        log_dir,
+        marker,
+        "--max-restarts",
+        "1",
+        "--",
+        sys.executable,
+        str(RANKS / "rank.py"),
+        "0=connect_fails_until:9",
+        "*=hang",
+        nproc=2,
+    )
     assert result.returncode == 1
     summary = json.loads((log_dir / "m" / "summary.json").read_text())
     assert [a["status"] for a in summary["attempts"]] == ["failed", "failed"]
@@ -36,8 +63,9 @@ def test_restarts_are_bounded(log_dir: Path, marker: str) -> None:
 
 
 def test_a_non_retryable_failure_is_not_restarted(log_dir: Path, marker: str) -> None:
-    result = run_local(log_dir, marker, "--max-restarts", "3", "--", sys.executable, str(RANKS / "cann.py"), "1",
-                       nproc=2)
+    result = run_local(
+        log_dir, marker, "--max-restarts", "3", "--", sys.executable, str(RANKS / "cann.py"), "1", nproc=2
+    )
     assert result.returncode == 1
     summary = json.loads((log_dir / "m" / "summary.json").read_text())
     assert len(summary["attempts"]) == 1 and summary["root_cause"]["code"] == "EZ9999"

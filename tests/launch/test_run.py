@@ -14,11 +14,30 @@ import pytest
 from helpers import rank_cmd, run_cli
 
 
-def run_job(log_dir: Path, marker: str, *rank_args: str, nproc: int = 4, grace: float = 1.0,
-            extra: tuple = (), timeout: float = 60):
-    result = run_cli("run", "--nproc-per-node", str(nproc), "--log-dir", str(log_dir), "--job-id", "t",
-                     "--grace-period", str(grace), *extra, *rank_cmd("rank.py", *rank_args),
-                     env={"NPLTEST_MARKER": marker}, timeout=timeout)
+def run_job(
+    log_dir: Path,
+    marker: str,
+    *rank_args: str,
+    nproc: int = 4,
+    grace: float = 1.0,
+    extra: tuple = (),
+    timeout: float = 60,
+):
+    result = run_cli(
+        "run",
+        "--nproc-per-node",
+        str(nproc),
+        "--log-dir",
+        str(log_dir),
+        "--job-id",
+        "t",
+        "--grace-period",
+        str(grace),
+        *extra,
+        *rank_cmd("rank.py", *rank_args),
+        env={"NPLTEST_MARKER": marker},
+        timeout=timeout,
+    )
     return result, log_dir / "t"
 
 
@@ -58,13 +77,17 @@ def test_every_rank_gets_its_environment_and_the_job_dir_is_private(log_dir: Pat
     assert kinds.count("rank_started") == 4 and kinds.count("rank_exited") == 4
 
 
-@pytest.mark.parametrize("action, expected", [
-    ("exit:7", "exited with code 7"),
-    ("segfault", "was killed by SIGSEGV"),
-    ("sigkill", "was killed by SIGKILL"),
-])
-def test_first_failure_stops_every_rank_and_is_the_root_cause(log_dir: Path, marker: str, action: str,
-                                                               expected: str) -> None:
+@pytest.mark.parametrize(
+    "action, expected",
+    [
+        ("exit:7", "exited with code 7"),
+        ("segfault", "was killed by SIGSEGV"),
+        ("sigkill", "was killed by SIGKILL"),
+    ],
+)
+def test_first_failure_stops_every_rank_and_is_the_root_cause(
+    log_dir: Path, marker: str, action: str, expected: str
+) -> None:
     result, job = run_job(log_dir, marker, f"2={action}@0.5", "*=hang")
     assert result.returncode == 1
     assert f"root cause: rank 2 {expected}" in result.stderr
@@ -117,7 +140,7 @@ def test_every_line_is_logged_even_when_the_rank_dies_mid_stream(log_dir: Path, 
     assert "root cause: rank 0 was killed by SIGKILL" in result.stderr
     lines = (job / "rank-0" / "stdout.log").read_text().splitlines()
     assert lines[0].startswith("ready ")
-    assert lines[1:count + 1] == ["line %07d %s" % (i, "x" * 60) for i in range(count)]
+    assert lines[1 : count + 1] == ["line %07d %s" % (i, "x" * 60) for i in range(count)]
     assert lines[-1] == "partial last line without newline"
     shown = [line for line in result.stdout.splitlines() if line.startswith("[r0 d0] line ")]
     assert len(shown) == count  # the console got every line too, prefixed
@@ -135,12 +158,29 @@ def test_split_utf8_and_progress_lines(log_dir: Path, marker: str) -> None:
 
 
 def test_a_missing_command_or_script_starts_nothing(log_dir: Path, marker: str) -> None:
-    result = run_cli("run", "--nproc-per-node", "2", "--log-dir", str(log_dir), "--",
-                     "no-such-program-xyz", env={"NPLTEST_MARKER": marker})
+    result = run_cli(
+        "run",
+        "--nproc-per-node",
+        "2",
+        "--log-dir",
+        str(log_dir),
+        "--",
+        "no-such-program-xyz",
+        env={"NPLTEST_MARKER": marker},
+    )
     assert result.returncode == 2
     assert "'no-such-program-xyz' is not found" in result.stderr
-    result = run_cli("run", "--nproc-per-node", "2", "--log-dir", str(log_dir), "--", "python3",
-                     "missing_script.py", env={"NPLTEST_MARKER": marker})
+    result = run_cli(
+        "run",
+        "--nproc-per-node",
+        "2",
+        "--log-dir",
+        str(log_dir),
+        "--",
+        "python3",
+        "missing_script.py",
+        env={"NPLTEST_MARKER": marker},
+    )
     assert result.returncode == 2
     assert "script missing_script.py does not exist" in result.stderr
     assert not log_dir.exists() or not any(log_dir.iterdir())
@@ -154,8 +194,15 @@ def test_an_existing_job_directory_is_refused(log_dir: Path, marker: str) -> Non
 
 
 def test_the_quick_example_runs_end_to_end(log_dir: Path, marker: str) -> None:
-    result = run_cli("run", "cluster_configs/local-4-quick.yaml", "--log-dir", str(log_dir), "--job-id", "demo",
-                     env={"NPLTEST_MARKER": marker})
+    result = run_cli(
+        "run",
+        "cluster_configs/local-4-quick.yaml",
+        "--log-dir",
+        str(log_dir),
+        "--job-id",
+        "demo",
+        env={"NPLTEST_MARKER": marker},
+    )
     assert result.returncode == 0, result.stderr
     for rank in range(4):
         assert f"[r{rank} d{rank}] rank {rank} done:" in result.stdout
@@ -164,9 +211,24 @@ def test_the_quick_example_runs_end_to_end(log_dir: Path, marker: str) -> None:
 
 
 def test_the_example_failure_names_the_rank_that_broke(log_dir: Path, marker: str) -> None:
-    result = run_cli("run", "cluster_configs/local-4-quick.yaml", "--log-dir", str(log_dir), "--job-id", "demo",
-                     "--", "python3", "examples/train.py", "--fail-rank", "2", "--fail-step", "3",
-                     "--step-time", "0.5", env={"NPLTEST_MARKER": marker})
+    result = run_cli(
+        "run",
+        "cluster_configs/local-4-quick.yaml",
+        "--log-dir",
+        str(log_dir),
+        "--job-id",
+        "demo",
+        "--",
+        "python3",
+        "examples/train.py",
+        "--fail-rank",
+        "2",
+        "--fail-step",
+        "3",
+        "--step-time",
+        "0.5",
+        env={"NPLTEST_MARKER": marker},
+    )
     assert result.returncode == 1
     assert "root cause: rank 2 exited with code 1 (host localhost, device 2" in result.stderr
     assert "RuntimeError: simulated device fault on rank 2" in result.stderr

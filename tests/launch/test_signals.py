@@ -27,20 +27,46 @@ from helpers import (
 )
 
 
-def start_job(log_dir: Path, marker: str, *rank_args: str, nproc: int = 3, grace: float = 1.0,
-              env: Optional[Dict[str, str]] = None):
-    argv = npulaunch_argv("run", "--nproc-per-node", str(nproc), "--log-dir", str(log_dir), "--job-id", "t",
-                          "--grace-period", str(grace), *rank_cmd("rank.py", *rank_args))
-    proc = subprocess.Popen(argv, cwd=str(ROOT), env=base_env({"NPLTEST_MARKER": marker, **(env or {})}),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start_job(
+    log_dir: Path,
+    marker: str,
+    *rank_args: str,
+    nproc: int = 3,
+    grace: float = 1.0,
+    env: Optional[Dict[str, str]] = None,
+):
+    argv = npulaunch_argv(
+        "run",
+        "--nproc-per-node",
+        str(nproc),
+        "--log-dir",
+        str(log_dir),
+        "--job-id",
+        "t",
+        "--grace-period",
+        str(grace),
+        *rank_cmd("rank.py", *rank_args),
+    )
+    proc = subprocess.Popen(
+        argv,
+        cwd=str(ROOT),
+        env=base_env({"NPLTEST_MARKER": marker, **(env or {})}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     return proc, log_dir / "t"
 
 
 def wait_ready(job: Path, count: int, timeout_s: float = 20) -> None:
     """Until every rank has printed its first line (so its signal handlers are installed)."""
+
     def ready() -> bool:
-        return all((job / f"rank-{r}" / "stdout.log").exists() and
-                   "ready" in (job / f"rank-{r}" / "stdout.log").read_text() for r in range(count))
+        return all(
+            (job / f"rank-{r}" / "stdout.log").exists() and "ready" in (job / f"rank-{r}" / "stdout.log").read_text()
+            for r in range(count)
+        )
+
     assert wait_until(ready, timeout_s), "ranks did not start"
 
 
@@ -80,8 +106,13 @@ def test_ctrl_c_twice_kills_at_once(log_dir: Path, marker: str) -> None:
 
 def test_sigusr1_is_forwarded_to_every_rank(log_dir: Path, marker: str) -> None:
     proc, job = start_job(log_dir, marker, "*=usr1", nproc=2)
-    wait_until(lambda: all((job / f"rank-{r}" / "stdout.log").exists() and "waiting" in
-                           (job / f"rank-{r}" / "stdout.log").read_text() for r in range(2)), 20)
+    wait_until(
+        lambda: all(
+            (job / f"rank-{r}" / "stdout.log").exists() and "waiting" in (job / f"rank-{r}" / "stdout.log").read_text()
+            for r in range(2)
+        ),
+        20,
+    )
     proc.send_signal(signal.SIGUSR1)
     code, out, err = finish(proc)
     assert code == 0, err
@@ -94,8 +125,11 @@ def test_sigkill_of_the_launcher_leaves_no_process_behind(log_dir: Path, marker:
     proc, job = start_job(log_dir, marker, "0=grandchild:hang", "1=escape:hang", "*=hang")
     wait_ready(job, 3)
     assert wait_until(lambda: len(marked_pids(marker)) >= 1 + 3 + 2 + 1, 10)  # launcher, ranks, 2 kids, guard?
-    rank_pids = [e["pid"] for e in map(json.loads, (job / "events.jsonl").read_text().splitlines())
-                 if e["kind"] == "rank_started"]
+    rank_pids = [
+        e["pid"]
+        for e in map(json.loads, (job / "events.jsonl").read_text().splitlines())
+        if e["kind"] == "rank_started"
+    ]
     proc.kill()
     proc.communicate(timeout=10)
     assert wait_until(lambda: not marked_pids(marker) and not live_pids(rank_pids), 5.0), marked_pids(marker)
@@ -110,8 +144,11 @@ def test_ranks_die_with_the_launcher_even_without_the_guard(log_dir: Path, marke
     env = {"PATH": os.path.dirname(sys.executable)} if how == "prctl" else None
     proc, job = start_job(log_dir, marker, "*=hang", nproc=2, env=env)
     wait_ready(job, 2)
-    rank_pids = [e["pid"] for e in map(json.loads, (job / "events.jsonl").read_text().splitlines())
-                 if e["kind"] == "rank_started"]
+    rank_pids = [
+        e["pid"]
+        for e in map(json.loads, (job / "events.jsonl").read_text().splitlines())
+        if e["kind"] == "rank_started"
+    ]
     guard = [p for p in marked_pids(marker) if p not in rank_pids and p != proc.pid]
     if how == "prctl":
         cmdlines = [" ".join(psutil.Process(pid).cmdline()) for pid in rank_pids]

@@ -31,8 +31,8 @@ def write_job(tmp_path: Path, marker: str, *rank_args: str, devices: str = "2", 
     config = tmp_path / "job.yaml"
     config.write_text(f"""job:
   name: sched
-  command: [{sys.executable}, {RANKS / 'rank.py'}, {args}]
-  log_dir: {tmp_path / 'logs'}
+  command: [{sys.executable}, {RANKS / "rank.py"}, {args}]
+  log_dir: {tmp_path / "logs"}
   grace_period_s: 1
 hosts:
   - {{host: any-node, devices: {devices}}}
@@ -48,8 +48,14 @@ def slurm_env(cluster, marker: str, standins: bool = True) -> Dict[str, str]:
 
 
 def srun(cluster, marker: str, *argv: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run(["srun", "--kill-on-bad-exit=1", *argv], env=slurm_env(cluster, marker), cwd=str(ROOT),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["srun", "--kill-on-bad-exit=1", *argv],
+        env=slurm_env(cluster, marker),
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def rank_envs(job: Path) -> Dict[int, Dict[str, str]]:
@@ -76,11 +82,14 @@ def test_node_mode_on_three_slurm_nodes(slurm_cluster, tmp_path: Path, marker: s
         assert env["NPULAUNCH_HOST"] == f"n{rank // 2 + 1}" and env["NPULAUNCH_NODE_RANK"] == str(rank // 2)
         assert env["RANK_TABLE_FILE"] == str(job / "rank_table.json")
     table = json.loads((job / "rank_table.json").read_text())
-    assert [(s["server_id"], [(d["device_id"], d["device_ip"], d["rank_id"]) for d in s["device"]])
-            for s in table["server_list"]] == [
+    assert [
+        (s["server_id"], [(d["device_id"], d["device_ip"], d["rank_id"]) for d in s["device"]])
+        for s in table["server_list"]
+    ] == [
         ("n1", [("0", "192.168.100.117", "0"), ("1", "192.168.101.117", "1")]),
         ("n2", [("0", "192.168.100.133", "2"), ("1", "192.168.101.133", "3")]),
-        ("n3", [("0", "192.168.100.149", "4"), ("1", "192.168.101.149", "5")])]
+        ("n3", [("0", "192.168.100.149", "4"), ("1", "192.168.101.149", "5")]),
+    ]
     plans = [json.loads((job / f"node-{n}" / "plan.json").read_text()) for n in range(3)]
     assert plans[0]["rank_table"] == plans[1]["rank_table"] == plans[2]["rank_table"] == table
     assert plans[2]["sources"]["hosts[0].device_ips"].startswith("hccn_tool on n1, exchanged in")
@@ -130,8 +139,14 @@ def test_a_rendered_batch_script_runs_under_sbatch_wait(slurm_cluster, tmp_path:
     assert "#SBATCH --nodes=2" in rendered.stdout and "srun --kill-on-bad-exit=1" in rendered.stdout
     script = tmp_path / "job.sbatch"
     script.write_text(rendered.stdout)
-    done = subprocess.run(["sbatch", "--wait", str(script)], env=slurm_env(slurm_cluster, marker), cwd=str(tmp_path),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        ["sbatch", "--wait", str(script)],
+        env=slurm_env(slurm_cluster, marker),
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     job = next(p for p in (tmp_path / "logs").iterdir() if p.is_dir())
     assert sorted(rank_envs(job)) == [0, 1, 2, 3]
@@ -140,14 +155,26 @@ def test_a_rendered_batch_script_runs_under_sbatch_wait(slurm_cluster, tmp_path:
 def test_mpirun_rank_mode_and_node_mode(tmp_path: Path, marker: str) -> None:
     config = write_job(tmp_path, marker, "*=env", devices="[0, 1]")
     env = base_env({"NPLTEST_MARKER": marker}, standins=True)
-    ranks = subprocess.run(mpirun_argv(2) + npulaunch_argv("exec", str(config), "--job-id", "mpi-ranks"), env=env,
-                           cwd=str(ROOT), capture_output=True, text=True, timeout=90)
+    ranks = subprocess.run(
+        mpirun_argv(2) + npulaunch_argv("exec", str(config), "--job-id", "mpi-ranks"),
+        env=env,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert ranks.returncode == 0, ranks.stdout + ranks.stderr
     envs = rank_envs_from_dirs(tmp_path / "logs" / "mpi-ranks")
     assert sorted(envs) == [0, 1] and {e["RANK_SIZE"] for e in envs.values()} == {"2"}
     assert {e["OMPI_COMM_WORLD_RANK"] for e in envs.values()} == {"0", "1"}
-    node = subprocess.run(mpirun_argv(1) + npulaunch_argv("run", str(config)), env=env, cwd=str(ROOT),
-                          capture_output=True, text=True, timeout=90)
+    node = subprocess.run(
+        mpirun_argv(1) + npulaunch_argv("run", str(config)),
+        env=env,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert node.returncode == 0, node.stdout + node.stderr
     job = next(p for p in (tmp_path / "logs").iterdir() if p.name != "mpi-ranks")
     assert sorted(rank_envs(job)) == [0, 1]  # node mode: this node's npulaunch started both ranks
@@ -163,8 +190,16 @@ def rank_envs_from_dirs(job: Path) -> Dict[int, Dict[str, str]]:
 
 
 def volcano_env(marker: str, index: int, extra: Dict[str, str]) -> Dict[str, str]:
-    env = base_env({"NPLTEST_MARKER": marker, "VC_TASK_INDEX": str(index), "VC_WORKER_HOSTS": "w0,w1",
-                    "VOLCANO_JOB_NAME": "vcjob", **extra}, standins=True)
+    env = base_env(
+        {
+            "NPLTEST_MARKER": marker,
+            "VC_TASK_INDEX": str(index),
+            "VC_WORKER_HOSTS": "w0,w1",
+            "VOLCANO_JOB_NAME": "vcjob",
+            **extra,
+        },
+        standins=True,
+    )
     for name in [n for n in env if n.startswith(("SLURM_", "OMPI_", "PMI_", "PMIX_"))]:
         del env[name]
     return env
@@ -172,8 +207,17 @@ def volcano_env(marker: str, index: int, extra: Dict[str, str]) -> Dict[str, str
 
 def test_volcano_nodes_each_start_their_own_ranks(tmp_path: Path, marker: str) -> None:
     config = write_job(tmp_path, marker, "*=env", extra="rank_table: none\n")
-    procs = [subprocess.Popen(npulaunch_argv("run", str(config)), env=volcano_env(marker, i, {}), cwd=str(ROOT),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            npulaunch_argv("run", str(config)),
+            env=volcano_env(marker, i, {}),
+            cwd=str(ROOT),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in (0, 1)
+    ]
     for proc in procs:
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, out + err
@@ -184,21 +228,34 @@ def test_volcano_nodes_each_start_their_own_ranks(tmp_path: Path, marker: str) -
 def test_mindx_rank_table_is_awaited_then_used(tmp_path: Path, marker: str) -> None:
     config = write_job(tmp_path, marker, "*=env")
     mounted = tmp_path / "hccl.json"
-    servers = [{"server_id": f"10.1.0.{n}", "device": [
-        {"device_id": str(d), "device_ip": f"192.168.{100 + d}.{n}", "rank_id": str(2 * n + d)} for d in (0, 1)]}
-        for n in (0, 1)]
+    servers = [
+        {
+            "server_id": f"10.1.0.{n}",
+            "device": [
+                {"device_id": str(d), "device_ip": f"192.168.{100 + d}.{n}", "rank_id": str(2 * n + d)} for d in (0, 1)
+            ],
+        }
+        for n in (0, 1)
+    ]
     mounted.write_text(json.dumps({"status": "initializing", "server_list": []}))
 
     def complete_later() -> None:
         time.sleep(1.5)
-        mounted.write_text(json.dumps({"version": "1.0", "server_count": "2", "server_list": servers,
-                                       "status": "completed"}))
+        mounted.write_text(
+            json.dumps({"version": "1.0", "server_count": "2", "server_list": servers, "status": "completed"})
+        )
 
     writer = threading.Thread(target=complete_later)
     writer.start()
     started = time.monotonic()
-    result = subprocess.run(npulaunch_argv("run", str(config)), env=volcano_env(
-        marker, 1, {"RANK_TABLE_FILE": str(mounted)}), cwd=str(ROOT), capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        npulaunch_argv("run", str(config)),
+        env=volcano_env(marker, 1, {"RANK_TABLE_FILE": str(mounted)}),
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     writer.join()
     assert result.returncode == 0, result.stdout + result.stderr
     assert time.monotonic() - started >= 1.5  # it waited for "completed"
@@ -213,9 +270,14 @@ def test_mindx_rank_table_that_never_completes_is_a_clear_error(tmp_path: Path, 
     config = write_job(tmp_path, marker, "*=env")
     mounted = tmp_path / "hccl.json"
     mounted.write_text(json.dumps({"status": "initializing"}))
-    result = subprocess.run(npulaunch_argv("run", str(config)), env=volcano_env(
-        marker, 0, {"RANK_TABLE_FILE": str(mounted), "NPULAUNCH_RANK_TABLE_WAIT_S": "1"}), cwd=str(ROOT),
-        capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        npulaunch_argv("run", str(config)),
+        env=volcano_env(marker, 0, {"RANK_TABLE_FILE": str(mounted), "NPULAUNCH_RANK_TABLE_WAIT_S": "1"}),
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert str(mounted) in result.stderr and "initializing" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "logs").exists()
@@ -223,21 +285,33 @@ def test_mindx_rank_table_that_never_completes_is_a_clear_error(tmp_path: Path, 
 
 def test_npulaunch_run_in_a_multi_node_batch_script_is_refused(tmp_path: Path, marker: str) -> None:
     config = write_job(tmp_path, marker, "*=env")
-    env = base_env({"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NNODES": "2", "SLURM_NODEID": "0",
-                    "SLURM_TASKS_PER_NODE": "1(x2)"})
+    env = base_env(
+        {
+            "SLURM_JOB_ID": "77",
+            "SLURM_JOB_NODELIST": "n[1-2]",
+            "SLURM_NNODES": "2",
+            "SLURM_NODEID": "0",
+            "SLURM_TASKS_PER_NODE": "1(x2)",
+        }
+    )
     env.pop("SLURM_STEP_ID", None)
-    result = subprocess.run(npulaunch_argv("run", str(config)), env=env, cwd=str(ROOT), capture_output=True,
-                            text=True, timeout=30)
+    result = subprocess.run(
+        npulaunch_argv("run", str(config)), env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=30
+    )
     assert result.returncode == 2 and "srun --ntasks-per-node=1 npulaunch run" in result.stderr
     assert not (tmp_path / "logs").exists()
 
 
-
 def test_sbatch_submit_submits_the_rendered_script(slurm_cluster, tmp_path: Path, marker: str) -> None:
     config = write_job(tmp_path, marker, "*=env", extra="slurm: {nodes: 1}\n")
-    result = subprocess.run(npulaunch_argv("sbatch", str(config), "--submit", "--job-id", "submitted"),
-                            env=slurm_env(slurm_cluster, marker), cwd=str(tmp_path), capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        npulaunch_argv("sbatch", str(config), "--submit", "--job-id", "submitted"),
+        env=slurm_env(slurm_cluster, marker),
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0 and result.stdout.startswith("Submitted batch job "), result.stdout + result.stderr
     job = tmp_path / "logs" / "submitted"
     deadline = time.monotonic() + 60

@@ -21,8 +21,13 @@ from npulaunch.host.wire import Closed, Command, Done, FromAgent, Output, Probe,
 def channel_for(netns_hosts, host, messages):
     from npulaunch.launch.ssh.channel import AgentChannel, SshTarget, connect
 
-    target = SshTarget(host.name, user="root", identity_file=str(netns_hosts.client_key),
-                       known_hosts=str(netns_hosts.known_hosts), ssh_config=str(netns_hosts.ssh_config))
+    target = SshTarget(
+        host.name,
+        user="root",
+        identity_file=str(netns_hosts.client_key),
+        known_hosts=str(netns_hosts.known_hosts),
+        ssh_config=str(netns_hosts.ssh_config),
+    )
     return AgentChannel(connect(target), host.name, messages)
 
 
@@ -79,8 +84,9 @@ def test_an_unknown_host_key_is_refused(netns_hosts, tmp_path: Path) -> None:
 
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    target = SshTarget(netns_hosts.hosts[0].address, user="root", identity_file=str(netns_hosts.client_key),
-                       known_hosts=str(empty))
+    target = SshTarget(
+        netns_hosts.hosts[0].address, user="root", identity_file=str(netns_hosts.client_key), known_hosts=str(empty)
+    )
     with pytest.raises(BackendError, match="host key not known"):
         connect(target)
 
@@ -129,8 +135,14 @@ def test_a_host_whose_python_does_not_run_says_why(netns_hosts, tmp_path: Path) 
 def test_the_probe_answers_then_the_agent_waits_for_its_plan(netns_hosts, tmp_path: Path, marker: str) -> None:
     messages: "queue.Queue" = queue.Queue()
     channel = channel_for(netns_hosts, netns_hosts.hosts[1], messages)
-    ask = {"workdir": str(tmp_path), "script": "missing.py", "program": "python3", "job_dir": str(tmp_path / "j"),
-           "devices": [0, 1], "need_ips": True}
+    ask = {
+        "workdir": str(tmp_path),
+        "script": "missing.py",
+        "program": "python3",
+        "job_dir": str(tmp_path / "j"),
+        "devices": [0, 1],
+        "need_ips": True,
+    }
     channel.start(built_zip(tmp_path), Probe(ask))
     answer = drain(messages, lambda g: any(isinstance(m, ProbeAnswer) for m in g))[-1]
     assert isinstance(answer, ProbeAnswer)

@@ -28,8 +28,8 @@ def write_job(tmp_path: Path, netns_hosts, marker: str, *rank_args: str, env: st
     args = ", ".join(json.dumps(a) for a in rank_args)
     config = tmp_path / "job.yaml"
     config.write_text(f"""job:
-  command: [{sys.executable}, {RANKS / 'rank.py'}, {args}]
-  log_dir: {tmp_path / 'logs'}
+  command: [{sys.executable}, {RANKS / "rank.py"}, {args}]
+  log_dir: {tmp_path / "logs"}
   grace_period_s: {grace}
 hosts:
   - {{host: h1, devices: 2}}
@@ -51,8 +51,9 @@ def test_three_hosts_two_ranks_each(netns_hosts, tmp_path: Path, marker: str) ->
     for rank in range(6):
         host = f"h{rank // 2 + 1}"
         assert f"[{host} r{rank} d{rank % 2}] host {host}" in result.stdout
-        env_line = next(line for line in result.stdout.splitlines()
-                        if line.startswith(f"[{host} r{rank} d{rank % 2}] {{"))
+        env_line = next(
+            line for line in result.stdout.splitlines() if line.startswith(f"[{host} r{rank} d{rank % 2}] {{")
+        )
         env = json.loads(env_line.split("] ", 1)[1])
         assert (env["RANK_ID"], env["RANK_SIZE"], env["DEVICE_ID"]) == (str(rank), "6", str(rank % 2))
         assert env["NPULAUNCH_HOST"] == host and env["NPLTEST_MARKER"] == marker
@@ -81,8 +82,7 @@ def test_a_failure_on_one_host_stops_every_host(netns_hosts, tmp_path: Path, mar
 
 def test_hostile_argv_and_env_arrive_verbatim(netns_hosts, tmp_path: Path, marker: str) -> None:
     hostile = "sp ace 'q' \"dq\" $HOME `id` ; rm -rf / && echo pwn\nnewline ünï €"
-    config = write_job(tmp_path, netns_hosts, marker, "*=argv", hostile,
-                       env=f"  HOSTILE: {json.dumps(hostile)}\n")
+    config = write_job(tmp_path, netns_hosts, marker, "*=argv", hostile, env=f"  HOSTILE: {json.dumps(hostile)}\n")
     result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker})
     assert result.returncode == 0, result.stderr
     seen = [json.loads(m) for m in re.findall(r"\] ARGV (.*)", result.stdout)]
@@ -92,8 +92,12 @@ def test_hostile_argv_and_env_arrive_verbatim(netns_hosts, tmp_path: Path, marke
 
 def test_sigkill_of_the_launcher_leaves_no_rank_on_any_host(netns_hosts, tmp_path: Path, marker: str) -> None:
     config = write_job(tmp_path, netns_hosts, marker, "0=grandchild:hang", "*=hang")
-    proc = subprocess.Popen(npulaunch_argv("run", str(config), "--job-id", "mh"), env=base_env(
-        {"NPLTEST_MARKER": marker}), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        npulaunch_argv("run", str(config), "--job-id", "mh"),
+        env=base_env({"NPLTEST_MARKER": marker}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     events = tmp_path / "logs" / "mh" / "events.jsonl"
     assert wait_until(lambda: events.exists() and events.read_text().count('"rank_started"') == 6, 20)
     proc.kill()
@@ -105,8 +109,13 @@ def test_sigkill_of_the_launcher_leaves_no_rank_on_any_host(netns_hosts, tmp_pat
 
 def test_ctrl_c_stops_every_host(netns_hosts, tmp_path: Path, marker: str) -> None:
     config = write_job(tmp_path, netns_hosts, marker, "*=hang")
-    proc = subprocess.Popen(npulaunch_argv("run", str(config), "--job-id", "mh"), env=base_env(
-        {"NPLTEST_MARKER": marker}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        npulaunch_argv("run", str(config), "--job-id", "mh"),
+        env=base_env({"NPLTEST_MARKER": marker}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     events = tmp_path / "logs" / "mh" / "events.jsonl"
     assert wait_until(lambda: events.exists() and events.read_text().count('"rank_started"') == 6, 20)
     proc.send_signal(signal.SIGINT)
@@ -142,8 +151,9 @@ def test_a_failed_ssh_handshake_is_one_line_not_a_traceback(netns_hosts, tmp_pat
 
     threading.Thread(target=hang_up, daemon=True).start()
     config = write_job(tmp_path, netns_hosts, marker, "*=hang")
-    config.write_text(config.read_text().replace("{host: h3, devices: 2}",
-                                                 f"{{host: 10.79.0.1, port: {port}, devices: 2}}"))
+    config.write_text(
+        config.read_text().replace("{host: h3, devices: 2}", f"{{host: 10.79.0.1, port: {port}, devices: 2}}")
+    )
     try:
         result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker}, timeout=60)
     finally:
@@ -155,8 +165,9 @@ def test_a_failed_ssh_handshake_is_one_line_not_a_traceback(netns_hosts, tmp_pat
 
 def test_a_host_failing_preflight_starts_nothing(netns_hosts, tmp_path: Path, marker: str) -> None:
     config = write_job(tmp_path, netns_hosts, marker, "*=hang")
-    text = config.read_text().replace(f"  log_dir: {tmp_path / 'logs'}",
-                                      f"  log_dir: {tmp_path / 'logs'}\n  workdir: {tmp_path / 'nowhere'}")
+    text = config.read_text().replace(
+        f"  log_dir: {tmp_path / 'logs'}", f"  log_dir: {tmp_path / 'logs'}\n  workdir: {tmp_path / 'nowhere'}"
+    )
     config.write_text(text)
     before = set(Path("/tmp").glob("npulaunch-agent.*"))
     result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker}, timeout=60)
@@ -173,6 +184,7 @@ def test_a_host_failing_preflight_starts_nothing(netns_hosts, tmp_path: Path, ma
 def host_tools(netns_hosts):
     """Put NPU tool stand-ins on the test hosts' PATH, with behaviour per host: ``{tool: {host:
     shell lines}}`` makes a wrapper that runs those lines on that host, then the stand-in."""
+
     def install(tools: Dict[str, Dict[str, str]]) -> None:
         for tool, per_host in tools.items():
             cases = "".join(f"  {host}) {lines};;\n" for host, lines in per_host.items())
@@ -185,10 +197,19 @@ def host_tools(netns_hosts):
         tool.unlink()
 
 
-def test_devices_all_and_device_ips_come_from_each_hosts_npu_tools(netns_hosts, host_tools, tmp_path: Path,
-                                                                   marker: str) -> None:
-    host_tools({"npu-smi": {"h1": "export NPU_STANDIN_COUNT=2", "h2": "export NPU_STANDIN_COUNT=1",
-                            "h3": "export NPU_STANDIN_COUNT=3"}, "hccn_tool": {}})
+def test_devices_all_and_device_ips_come_from_each_hosts_npu_tools(
+    netns_hosts, host_tools, tmp_path: Path, marker: str
+) -> None:
+    host_tools(
+        {
+            "npu-smi": {
+                "h1": "export NPU_STANDIN_COUNT=2",
+                "h2": "export NPU_STANDIN_COUNT=1",
+                "h3": "export NPU_STANDIN_COUNT=3",
+            },
+            "hccn_tool": {},
+        }
+    )
     config = write_job(tmp_path, netns_hosts, marker, "*=env")
     config.write_text(config.read_text().replace("devices: 2}", "devices: all}").replace("rank_table: none\n", ""))
     planned = run_cli("plan", str(config))  # the plan alone cannot ask a remote npu-smi
@@ -200,11 +221,14 @@ def test_devices_all_and_device_ips_come_from_each_hosts_npu_tools(netns_hosts, 
     assert result.returncode == 0, result.stderr
     job = tmp_path / "logs" / "mh"
     table = json.loads((job / "rank_table.json").read_text())
-    assert [(s["server_id"], [(d["device_id"], d["device_ip"], d["rank_id"]) for d in s["device"]])
-            for s in table["server_list"]] == [
+    assert [
+        (s["server_id"], [(d["device_id"], d["device_ip"], d["rank_id"]) for d in s["device"]])
+        for s in table["server_list"]
+    ] == [
         ("h1", [("0", "192.168.100.117", "0"), ("1", "192.168.101.117", "1")]),
         ("h2", [("0", "192.168.100.133", "2")]),
-        ("h3", [("0", "192.168.100.149", "3"), ("1", "192.168.101.149", "4"), ("2", "192.168.102.149", "5")])]
+        ("h3", [("0", "192.168.100.149", "3"), ("1", "192.168.101.149", "4"), ("2", "192.168.102.149", "5")]),
+    ]
     plan = json.loads((job / "plan.json").read_text())
     assert plan["sources"]["hosts[2].devices"] == "discovery on h3 (npu-smi info)"
     assert plan["sources"]["hosts[2].device_ips"] == "discovery on h3 (hccn_tool)"
@@ -213,10 +237,12 @@ def test_devices_all_and_device_ips_come_from_each_hosts_npu_tools(netns_hosts, 
     assert result.stdout.count('"RANK_SIZE": "6"') == 6
 
 
-def test_npu_tool_problems_on_several_hosts_are_reported_together(netns_hosts, host_tools, tmp_path: Path,
-                                                                   marker: str) -> None:
-    host_tools({"npu-smi": {"h3": "export NPU_STANDIN_COUNT=1"},
-                "hccn_tool": {"h2": "echo 'netmask:255.255.255.0'; exit 0"}})
+def test_npu_tool_problems_on_several_hosts_are_reported_together(
+    netns_hosts, host_tools, tmp_path: Path, marker: str
+) -> None:
+    host_tools(
+        {"npu-smi": {"h3": "export NPU_STANDIN_COUNT=1"}, "hccn_tool": {"h2": "echo 'netmask:255.255.255.0'; exit 0"}}
+    )
     config = write_job(tmp_path, netns_hosts, marker, "*=hang")
     config.write_text(config.read_text().replace("rank_table: none\n", ""))
     result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker})
@@ -226,14 +252,19 @@ def test_npu_tool_problems_on_several_hosts_are_reported_together(netns_hosts, h
     assert "h1:" not in result.stderr and not (tmp_path / "logs" / "mh").exists()
 
 
-def test_npulaunch_stop_stops_a_multi_host_job_from_another_terminal(netns_hosts, tmp_path: Path,
-                                                                     marker: str) -> None:
+def test_npulaunch_stop_stops_a_multi_host_job_from_another_terminal(netns_hosts, tmp_path: Path, marker: str) -> None:
     config = write_job(tmp_path, netns_hosts, marker, "*=hang")
-    proc = subprocess.Popen(npulaunch_argv("run", str(config), "--job-id", "mh"), env=base_env(
-        {"NPLTEST_MARKER": marker}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        npulaunch_argv("run", str(config), "--job-id", "mh"),
+        env=base_env({"NPLTEST_MARKER": marker}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     job = tmp_path / "logs" / "mh"
-    assert wait_until(lambda: (job / "events.jsonl").exists() and
-                      (job / "events.jsonl").read_text().count('"rank_started"') == 6, 20)
+    assert wait_until(
+        lambda: (job / "events.jsonl").exists() and (job / "events.jsonl").read_text().count('"rank_started"') == 6, 20
+    )
     stopped = run_cli("stop", str(job))
     assert stopped.returncode == 0 and "asked launcher" in stopped.stdout
     out, err = proc.communicate(timeout=20)

@@ -37,8 +37,10 @@ def test_the_local_runner_hands_out_events_and_output_and_stops_between_pulls(tm
     runner = LocalRunner(host_plan(tmp_path, marker, "*=hang", grace=1.0), os.environ)
     runner.start()
     try:
-        got = pull_until(runner, lambda g: kinds(g).count(EventKind.RANK_STARTED) == 2
-                         and sum(isinstance(i, RankOutput) for i in g) >= 2)
+        got = pull_until(
+            runner,
+            lambda g: kinds(g).count(EventKind.RANK_STARTED) == 2 and sum(isinstance(i, RankOutput) for i in g) >= 2,
+        )
         pids = [i.data["pid"] for i in got if isinstance(i, Event) and i.kind is EventKind.RANK_STARTED]
         assert {i.lines[0].split()[0] for i in got if isinstance(i, RankOutput)} == {"ready"}
         assert not runner.done
@@ -66,13 +68,14 @@ def wedged_py_spy(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     tool = bin_dir / "py-spy"
-    tool.write_text("#!/bin/sh\necho \"py-spy attached to $3\"\nexec sleep 3600\n")
+    tool.write_text('#!/bin/sh\necho "py-spy attached to $3"\nexec sleep 3600\n')
     tool.chmod(0o755)
     return bin_dir
 
 
-def test_a_wedged_stack_dump_is_killed_at_its_limit_and_never_blocks_the_loop(tmp_path: Path, marker: str,
-                                                                               monkeypatch) -> None:
+def test_a_wedged_stack_dump_is_killed_at_its_limit_and_never_blocks_the_loop(
+    tmp_path: Path, marker: str, monkeypatch
+) -> None:
     monkeypatch.setenv("PATH", f"{wedged_py_spy(tmp_path)}{os.pathsep}{os.environ['PATH']}")
     events: List[Event] = []
     agent = Agent(host_plan(tmp_path, marker, "*=hang"), events.append, lambda *a: None, stack_dump_limit_s=0.6)
@@ -91,8 +94,7 @@ def test_a_wedged_stack_dump_is_killed_at_its_limit_and_never_blocks_the_loop(tm
         assert 0.6 <= took < 2.0, took
         assert max(turns) < 0.3  # the loop kept turning while the dumps ran
         assert len(dumped.data["timed_out"]) == 2 and all("py-spy" in t for t in dumped.data["timed_out"])
-        assert sorted(dumped.data["files"]) == sorted(str(tmp_path / f"rank-{r}" / "stacks-py-spy.txt")
-                                                      for r in (0, 1))
+        assert sorted(dumped.data["files"]) == sorted(str(tmp_path / f"rank-{r}" / "stacks-py-spy.txt") for r in (0, 1))
         assert "py-spy attached to" in (tmp_path / "rank-0" / "stacks-py-spy.txt").read_text()
         agent.stop("hang")
         while agent.step(0.05):
@@ -106,8 +108,9 @@ def test_a_wedged_stack_dump_is_killed_at_its_limit_and_never_blocks_the_loop(tm
 def test_stopping_during_a_stack_dump_is_not_delayed_by_it(tmp_path: Path, marker: str, monkeypatch) -> None:
     monkeypatch.setenv("PATH", f"{wedged_py_spy(tmp_path)}{os.pathsep}{os.environ['PATH']}")
     events: List[Event] = []
-    agent = Agent(host_plan(tmp_path, marker, "*=hang", grace=1.0), events.append, lambda *a: None,
-                  stack_dump_limit_s=60)
+    agent = Agent(
+        host_plan(tmp_path, marker, "*=hang", grace=1.0), events.append, lambda *a: None, stack_dump_limit_s=60
+    )
     agent.start()
     try:
         assert wait_until(lambda: agent.step(0.05) and kinds(events).count(EventKind.RANK_STARTED) == 2, 10)
@@ -123,9 +126,21 @@ def test_stopping_during_a_stack_dump_is_not_delayed_by_it(tmp_path: Path, marke
 
 
 def run_failing_job(log_dir: Path, marker: str, *extra: str, env=None):
-    result = run_cli("run", "--nproc-per-node", "3", "--log-dir", str(log_dir), "--job-id", "d",
-                     "--grace-period", "1", *extra, *rank_cmd("rank.py", "1=exit:3@0.3", "*=hang"),
-                     env=dict({"NPLTEST_MARKER": marker}, **(env or {})), timeout=60)
+    result = run_cli(
+        "run",
+        "--nproc-per-node",
+        "3",
+        "--log-dir",
+        str(log_dir),
+        "--job-id",
+        "d",
+        "--grace-period",
+        "1",
+        *extra,
+        *rank_cmd("rank.py", "1=exit:3@0.3", "*=hang"),
+        env=dict({"NPLTEST_MARKER": marker}, **(env or {})),
+        timeout=60,
+    )
     return result, log_dir / "d"
 
 
@@ -142,9 +157,15 @@ def test_debug_writes_every_decision_to_launcher_log(log_dir: Path, marker: str)
     text = "\n".join(lines)
     started = re.findall(r"event rank_started host=localhost rank=(\d) .*'pid': (\d+)", text)
     assert sorted(rank for rank, _ in started) == ["0", "1", "2"]  # every spawn, with its pid
-    order = ["job d: starting 3 ranks", "event rank_exited host=localhost rank=1",
-             "rank 1 failed (exited with code 3): stopping the job", "stop (rank 1 failed): SIGTERM now",
-             "SIGTERM to process groups", "closing the runner", "attempt finished: failed, exit code 1"]
+    order = [
+        "job d: starting 3 ranks",
+        "event rank_exited host=localhost rank=1",
+        "rank 1 failed (exited with code 3): stopping the job",
+        "stop (rank 1 failed): SIGTERM now",
+        "SIGTERM to process groups",
+        "closing the runner",
+        "attempt finished: failed, exit code 1",
+    ]
     at = [text.find(step) for step in order]
     assert all(i >= 0 for i in at) and at == sorted(at), list(zip(order, at))
 

@@ -11,16 +11,23 @@ from helpers import run_cli
 
 from npulaunch.config.cluster import ClusterConfig, parse_config
 from npulaunch.config.yamlsource import parse_yaml
-from npulaunch.host.errors import ConfigError
+from npulaunch.host.errors import ConfigError, SchedulerError
 from npulaunch.plan.allocation import exchange_needed, rank_mode_view, scheduler_config
 from npulaunch.plan.layout import JobLayout
 from npulaunch.plan.rendezvous import RendezvousError, exchange
-from npulaunch.host.errors import SchedulerError
 from npulaunch.plan.scheduler import detect
 
-SLURM = {"SLURM_JOB_ID": "9", "SLURM_JOB_NODELIST": "n[1-3]", "SLURM_NNODES": "3", "SLURM_NODEID": "1",
-         "SLURM_TASKS_PER_NODE": "1(x3)", "SLURM_PROCID": "1", "SLURM_LOCALID": "0", "SLURM_NTASKS": "3",
-         "SLURM_STEP_ID": "0"}
+SLURM = {
+    "SLURM_JOB_ID": "9",
+    "SLURM_JOB_NODELIST": "n[1-3]",
+    "SLURM_NNODES": "3",
+    "SLURM_NODEID": "1",
+    "SLURM_TASKS_PER_NODE": "1(x3)",
+    "SLURM_PROCID": "1",
+    "SLURM_LOCALID": "0",
+    "SLURM_NTASKS": "3",
+    "SLURM_STEP_ID": "0",
+}
 
 
 def config(hosts: str) -> ClusterConfig:
@@ -32,10 +39,14 @@ def no_npu_smi() -> list:
 
 
 def test_a_single_entry_is_every_nodes_template() -> None:
-    got, node = scheduler_config(config("  - {host: x, devices: 2, device_ips: [1.1.1.1, 1.1.1.2]}\n"),
-                                 detect(SLURM), no_npu_smi)
+    got, node = scheduler_config(
+        config("  - {host: x, devices: 2, device_ips: [1.1.1.1, 1.1.1.2]}\n"), detect(SLURM), no_npu_smi
+    )
     assert node == 1 and [(h.host, h.devices, h.device_ips) for h in got.hosts] == [
-        ("n1", (0, 1), None), ("n2", (0, 1), None), ("n3", (0, 1), None)]  # IPs belong to one machine only
+        ("n1", (0, 1), None),
+        ("n2", (0, 1), None),
+        ("n3", (0, 1), None),
+    ]  # IPs belong to one machine only
     assert got.sources["hosts"].startswith("scheduler (SLURM")
     assert exchange_needed(got, node)
 
@@ -43,8 +54,11 @@ def test_a_single_entry_is_every_nodes_template() -> None:
 def test_entries_named_like_the_nodes_give_their_devices_and_ips() -> None:
     entries = "".join(f"  - {{host: n{i}, devices: [0], device_ips: [10.0.0.{i}]}}\n" for i in (3, 1, 2))
     got, _ = scheduler_config(config(entries), detect(SLURM), no_npu_smi)
-    assert [(h.host, h.device_ips) for h in got.hosts] == [("n1", ("10.0.0.1",)), ("n2", ("10.0.0.2",)),
-                                                           ("n3", ("10.0.0.3",))]
+    assert [(h.host, h.device_ips) for h in got.hosts] == [
+        ("n1", ("10.0.0.1",)),
+        ("n2", ("10.0.0.2",)),
+        ("n3", ("10.0.0.3",)),
+    ]
     assert not exchange_needed(got, 1)
 
 
@@ -53,9 +67,12 @@ def test_devices_all_is_this_nodes_npus_on_every_node() -> None:
     assert {h.devices for h in got.hosts} == {(0, 1, 2, 3)}
 
 
-@pytest.mark.parametrize("hosts, error, phrase", [
-    ("  - {host: a, devices: 1}\n  - {host: b, devices: 1}\n", ConfigError, "no entry for node n1"),
-])
+@pytest.mark.parametrize(
+    "hosts, error, phrase",
+    [
+        ("  - {host: a, devices: 1}\n  - {host: b, devices: 1}\n", ConfigError, "no entry for node n1"),
+    ],
+)
 def test_entries_that_match_no_node_are_refused(hosts: str, error: type, phrase: str) -> None:
     with pytest.raises(error) as err:
         scheduler_config(config(hosts), detect(SLURM), no_npu_smi)
@@ -63,8 +80,14 @@ def test_entries_that_match_no_node_are_refused(hosts: str, error: type, phrase:
 
 
 def test_mpi_without_a_node_list_takes_the_yaml_hosts_in_order() -> None:
-    view = detect({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
-                   "OMPI_COMM_WORLD_LOCAL_SIZE": "1"})
+    view = detect(
+        {
+            "OMPI_COMM_WORLD_RANK": "1",
+            "OMPI_COMM_WORLD_SIZE": "2",
+            "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "1",
+        }
+    )
     got, node = scheduler_config(config("  - {host: a, devices: 1}\n  - {host: b, devices: 1}\n"), view, no_npu_smi)
     assert node == 1 and [h.host for h in got.hosts] == ["a", "b"]
     with pytest.raises(SchedulerError, match="runs 2 nodes .* the YAML lists 3 hosts"):
@@ -72,8 +95,16 @@ def test_mpi_without_a_node_list_takes_the_yaml_hosts_in_order() -> None:
 
 
 def test_rank_mode_gives_each_node_one_device_per_task() -> None:
-    env = dict(SLURM, SLURM_TASKS_PER_NODE="2,1", SLURM_NNODES="2", SLURM_JOB_NODELIST="n[1-2]", SLURM_NODEID="0",
-               SLURM_NTASKS="3", SLURM_PROCID="1", SLURM_LOCALID="1")
+    env = dict(
+        SLURM,
+        SLURM_TASKS_PER_NODE="2,1",
+        SLURM_NNODES="2",
+        SLURM_JOB_NODELIST="n[1-2]",
+        SLURM_NODEID="0",
+        SLURM_NTASKS="3",
+        SLURM_PROCID="1",
+        SLURM_LOCALID="1",
+    )
     view = rank_mode_view(detect(env))
     got, node = scheduler_config(config("  - {host: x, devices: [4, 5, 6]}\n"), view, no_npu_smi, rank_mode=True)
     assert node == 0 and [h.devices for h in got.hosts] == [(4, 5), (4,)]
@@ -82,8 +113,16 @@ def test_rank_mode_gives_each_node_one_device_per_task() -> None:
 
 
 def test_mpi_rank_mode_places_ranks_by_slot() -> None:
-    view = rank_mode_view(detect({"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "8",
-                                  "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}))
+    view = rank_mode_view(
+        detect(
+            {
+                "OMPI_COMM_WORLD_RANK": "5",
+                "OMPI_COMM_WORLD_SIZE": "8",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+                "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+            }
+        )
+    )
     assert (view.node_index, view.node_count) == (1, 2)
 
 

@@ -75,15 +75,28 @@ def two_hosts() -> LaunchPlan:
     return plan_of(make_config(TWO_HOSTS))
 
 
-@pytest.mark.parametrize("rank, local_rank, node_rank, host, device_id", [
-    (0, 0, 0, "10.0.0.11", 0), (1, 1, 0, "10.0.0.11", 1), (2, 2, 0, "10.0.0.11", 2),
-    (3, 0, 1, "10.0.0.12", 4), (4, 1, 1, "10.0.0.12", 5),
-])
-def test_rank_numbering_over_two_hosts(two_hosts: LaunchPlan, rank: int, local_rank: int, node_rank: int,
-                                       host: str, device_id: int) -> None:
+@pytest.mark.parametrize(
+    "rank, local_rank, node_rank, host, device_id",
+    [
+        (0, 0, 0, "10.0.0.11", 0),
+        (1, 1, 0, "10.0.0.11", 1),
+        (2, 2, 0, "10.0.0.11", 2),
+        (3, 0, 1, "10.0.0.12", 4),
+        (4, 1, 1, "10.0.0.12", 5),
+    ],
+)
+def test_rank_numbering_over_two_hosts(
+    two_hosts: LaunchPlan, rank: int, local_rank: int, node_rank: int, host: str, device_id: int
+) -> None:
     spec = two_hosts.ranks[rank]
     assert (spec.rank, spec.local_rank, spec.node_rank, spec.host, spec.device_id, spec.world_size) == (
-        rank, local_rank, node_rank, host, device_id, 5)
+        rank,
+        local_rank,
+        node_rank,
+        host,
+        device_id,
+        5,
+    )
     assert two_hosts.world_size == 5 and len(two_hosts.ranks) == 5
     assert two_hosts.hosts == ("10.0.0.11", "10.0.0.12")
 
@@ -93,17 +106,47 @@ def test_host_plans_split_the_ranks_by_host(two_hosts: LaunchPlan) -> None:
     assert two_hosts.host_plan(1).host == "10.0.0.12"
 
 
-@pytest.mark.parametrize("rank, expected", [
-    (0, {"RANK_ID": "0", "RANK_SIZE": "5", "DEVICE_ID": "0", "ASCEND_DEVICE_ID": "0", "JOB_ID": JOB_ID,
-         "RANK_TABLE_FILE": f"{JOB_DIR}/rank_table.json", "HCCL_CONNECT_TIMEOUT": "600",
-         "HCCL_EXEC_TIMEOUT": "1800", "ASCEND_PROCESS_LOG_PATH": f"{JOB_DIR}/hosts/10.0.0.11/rank-0/ascend",
-         "NPULAUNCH_LOCAL_RANK": "0", "NPULAUNCH_NODE_RANK": "0", "NPULAUNCH_HOST": "10.0.0.11"}),
-    (4, {"RANK_ID": "4", "RANK_SIZE": "5", "DEVICE_ID": "5", "ASCEND_DEVICE_ID": "5", "JOB_ID": JOB_ID,
-         "RANK_TABLE_FILE": f"{JOB_DIR}/rank_table.json", "HCCL_CONNECT_TIMEOUT": "600",
-         "HCCL_EXEC_TIMEOUT": "1800", "ASCEND_PROCESS_LOG_PATH": f"{JOB_DIR}/hosts/10.0.0.12/rank-4/ascend",
-         "NPULAUNCH_LOCAL_RANK": "1", "NPULAUNCH_LOCAL_WORLD_SIZE": "2", "NPULAUNCH_NODE_RANK": "1",
-         "NPULAUNCH_HOST": "10.0.0.12", "NPULAUNCH_JOB_UUID": "uuid-1"}),
-])
+@pytest.mark.parametrize(
+    "rank, expected",
+    [
+        (
+            0,
+            {
+                "RANK_ID": "0",
+                "RANK_SIZE": "5",
+                "DEVICE_ID": "0",
+                "ASCEND_DEVICE_ID": "0",
+                "JOB_ID": JOB_ID,
+                "RANK_TABLE_FILE": f"{JOB_DIR}/rank_table.json",
+                "HCCL_CONNECT_TIMEOUT": "600",
+                "HCCL_EXEC_TIMEOUT": "1800",
+                "ASCEND_PROCESS_LOG_PATH": f"{JOB_DIR}/hosts/10.0.0.11/rank-0/ascend",
+                "NPULAUNCH_LOCAL_RANK": "0",
+                "NPULAUNCH_NODE_RANK": "0",
+                "NPULAUNCH_HOST": "10.0.0.11",
+            },
+        ),
+        (
+            4,
+            {
+                "RANK_ID": "4",
+                "RANK_SIZE": "5",
+                "DEVICE_ID": "5",
+                "ASCEND_DEVICE_ID": "5",
+                "JOB_ID": JOB_ID,
+                "RANK_TABLE_FILE": f"{JOB_DIR}/rank_table.json",
+                "HCCL_CONNECT_TIMEOUT": "600",
+                "HCCL_EXEC_TIMEOUT": "1800",
+                "ASCEND_PROCESS_LOG_PATH": f"{JOB_DIR}/hosts/10.0.0.12/rank-4/ascend",
+                "NPULAUNCH_LOCAL_RANK": "1",
+                "NPULAUNCH_LOCAL_WORLD_SIZE": "2",
+                "NPULAUNCH_NODE_RANK": "1",
+                "NPULAUNCH_HOST": "10.0.0.12",
+                "NPULAUNCH_JOB_UUID": "uuid-1",
+            },
+        ),
+    ],
+)
 def test_per_rank_env_values(two_hosts: LaunchPlan, rank: int, expected: Dict[str, str]) -> None:
     env = two_hosts.ranks[rank].env
     assert {name: env.get(name) for name in expected} == expected
@@ -129,15 +172,18 @@ env:
 """
 
 
-@pytest.mark.parametrize("name, value, source", [
-    ("HCCL_CONNECT_TIMEOUT", "1200", "yaml"),   # yaml over default
-    ("PYTHONUNBUFFERED", "0", "yaml"),
-    ("FOO", "bar", "yaml"),
-    ("RANK_ID", "1", "launcher"),
-    ("JOB_ID", JOB_ID, "launcher"),
-    ("HCCL_EXEC_TIMEOUT", None, None),          # null removes the default
-    ("DROP_ME", None, None),
-])
+@pytest.mark.parametrize(
+    "name, value, source",
+    [
+        ("HCCL_CONNECT_TIMEOUT", "1200", "yaml"),  # yaml over default
+        ("PYTHONUNBUFFERED", "0", "yaml"),
+        ("FOO", "bar", "yaml"),
+        ("RANK_ID", "1", "launcher"),
+        ("JOB_ID", JOB_ID, "launcher"),
+        ("HCCL_EXEC_TIMEOUT", None, None),  # null removes the default
+        ("DROP_ME", None, None),
+    ],
+)
 def test_env_precedence_and_sources(name: str, value: Optional[str], source: Optional[str]) -> None:
     spec = plan_of(one_host(extra=ENV_YAML)).ranks[1]
     assert spec.env.get(name) == value
@@ -148,15 +194,20 @@ def test_env_precedence_and_sources(name: str, value: Optional[str], source: Opt
 def test_defaults_have_default_source() -> None:
     spec = plan_of(one_host()).ranks[0]
     assert {n: (spec.env[n], spec.env_sources[n]) for n in ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT")} == {
-        "HCCL_CONNECT_TIMEOUT": ("600", "default"), "HCCL_EXEC_TIMEOUT": ("1800", "default")}
+        "HCCL_CONNECT_TIMEOUT": ("600", "default"),
+        "HCCL_EXEC_TIMEOUT": ("1800", "default"),
+    }
 
 
-@pytest.mark.parametrize("extra, ips, has_table", [
-    ("", None, False),                                                      # auto, IPs unknown
-    ("    device_ips: [10.1.0.1, 10.1.0.2]\n", None, True),                 # auto, IPs from YAML
-    ("", ["10.2.0.1", "10.2.0.2"], True),                                   # auto, IPs discovered
-    ("    device_ips: [10.1.0.1, 10.1.0.2]\nrank_table: none\n", None, False),
-])
+@pytest.mark.parametrize(
+    "extra, ips, has_table",
+    [
+        ("", None, False),  # auto, IPs unknown
+        ("    device_ips: [10.1.0.1, 10.1.0.2]\n", None, True),  # auto, IPs from YAML
+        ("", ["10.2.0.1", "10.2.0.2"], True),  # auto, IPs discovered
+        ("    device_ips: [10.1.0.1, 10.1.0.2]\nrank_table: none\n", None, False),
+    ],
+)
 def test_rank_table_file_set_iff_there_is_a_table(extra: str, ips: Optional[Sequence[str]], has_table: bool) -> None:
     discovery = Discovery(devices=lambda: [], device_ips=lambda ids: ips)
     plan = plan_of(one_host(extra=extra), discovery)
@@ -210,7 +261,10 @@ def test_rank_table_required_with_ips_from_hccn_tool_standin() -> None:
     assert plan.rank_table is not None
     devices = plan.rank_table["server_list"][0]["device"]
     assert [(d["device_id"], d["device_ip"], d["rank_id"]) for d in devices] == [
-        ("0", "192.168.100.101", "0"), ("1", "192.168.101.101", "1"), ("5", "192.168.101.102", "2")]
+        ("0", "192.168.100.101", "0"),
+        ("1", "192.168.101.101", "1"),
+        ("5", "192.168.101.102", "2"),
+    ]
     assert plan.sources["hosts[0].device_ips"] == "discovery (hccn_tool)"
 
 
@@ -243,12 +297,15 @@ def test_devices_all_comes_from_discovery() -> None:
 IPS = "    device_ips: [10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4]\n"
 
 
-@pytest.mark.parametrize("flags, devices, ips", [
-    (Overrides(nproc_per_node=2), (0, 1), ("10.0.0.1", "10.0.0.2")),
-    (Overrides(devices=(1, 3)), (1, 3), ("10.0.0.2", "10.0.0.4")),
-    (Overrides(devices=(3, 0)), (3, 0), ("10.0.0.4", "10.0.0.1")),
-    (Overrides(devices=(1, 5)), (1, 5), None),  # device 5 has no known IP: none are kept
-])
+@pytest.mark.parametrize(
+    "flags, devices, ips",
+    [
+        (Overrides(nproc_per_node=2), (0, 1), ("10.0.0.1", "10.0.0.2")),
+        (Overrides(devices=(1, 3)), (1, 3), ("10.0.0.2", "10.0.0.4")),
+        (Overrides(devices=(3, 0)), (3, 0), ("10.0.0.4", "10.0.0.1")),
+        (Overrides(devices=(1, 5)), (1, 5), None),  # device 5 has no known IP: none are kept
+    ],
+)
 def test_cli_device_overrides_keep_ips_by_device_id(flags: Overrides, devices: tuple, ips: Optional[tuple]) -> None:
     config = apply_overrides(one_host("[0, 1, 2, 3]", IPS), flags)
     host = config.hosts[0]
@@ -262,12 +319,16 @@ def test_cli_device_overrides_keep_ips_by_device_id(flags: Overrides, devices: t
 
 
 def test_cli_job_overrides_record_their_source() -> None:
-    config = apply_overrides(one_host(), Overrides(command=("python3", "other.py"), grace_period_s=1.5,
-                                                   log_dir="/tmp/other logs"))
+    config = apply_overrides(
+        one_host(), Overrides(command=("python3", "other.py"), grace_period_s=1.5, log_dir="/tmp/other logs")
+    )
     assert config.job.command == ("python3", "other.py") and config.job.grace_period_s == 1.5
     assert config.job.log_dir == "/tmp/other logs"
     assert {k: config.sources[k] for k in ("job.command", "job.grace_period_s", "job.log_dir")} == {
-        "job.command": "cli", "job.grace_period_s": "cli", "job.log_dir": "cli"}
+        "job.command": "cli",
+        "job.grace_period_s": "cli",
+        "job.log_dir": "cli",
+    }
 
 
 def test_grace_period_zero_is_kept() -> None:
@@ -275,17 +336,32 @@ def test_grace_period_zero_is_kept() -> None:
     assert plan_of(config).grace_period_s == 0.0
 
 
-@pytest.mark.parametrize("ranks, text", [
-    ([], ""), ([3], "3"), ([0, 1, 2, 5, 7, 8], "0-2, 5, 7-8"), ([8, 7, 0, 2, 1], "0-2, 7-8"), ([1, 3, 5], "1, 3, 5"),
-])
+@pytest.mark.parametrize(
+    "ranks, text",
+    [
+        ([], ""),
+        ([3], "3"),
+        ([0, 1, 2, 5, 7, 8], "0-2, 5, 7-8"),
+        ([8, 7, 0, 2, 1], "0-2, 7-8"),
+        ([1, 3, 5], "1, 3, 5"),
+    ],
+)
 def test_rank_ranges(ranks: list, text: str) -> None:
     assert rank_ranges(ranks) == text
 
 
-@pytest.mark.parametrize("name, hidden", [
-    ("MY_API_TOKEN", True), ("DB_PASSWORD", True), ("client_secret", True), ("AWS_ACCESS_KEY_ID", True),
-    ("HCCL_CONNECT_TIMEOUT", False), ("RANK_ID", False), ("PATH", False),
-])
+@pytest.mark.parametrize(
+    "name, hidden",
+    [
+        ("MY_API_TOKEN", True),
+        ("DB_PASSWORD", True),
+        ("client_secret", True),
+        ("AWS_ACCESS_KEY_ID", True),
+        ("HCCL_CONNECT_TIMEOUT", False),
+        ("RANK_ID", False),
+        ("PATH", False),
+    ],
+)
 def test_redact_env(name: str, hidden: bool) -> None:
     shown = redact_env({name: "s3cr3t-value", "OTHER": "x"})
     assert shown[name] == (REDACTED if hidden else "s3cr3t-value")
@@ -309,37 +385,59 @@ def remote_facts(npus: Optional[list] = None, ips: Optional[dict] = None) -> Dic
 
 
 def test_a_remote_hosts_devices_and_ips_come_from_its_preflight() -> None:
-    facts = {"node1": remote_facts([[0, "OK"], [1, "Warning"], [2, "OK"]],
-                                   {"0": "10.9.0.1", "1": "10.9.0.2", "2": "10.9.0.3"}),
-             "node2": remote_facts(None, {"0": "10.9.1.1", "1": "10.9.1.2"})}
-    plan = plan_of(make_config(REMOTE_TWO.replace("DEVICES", "all")), Discovery(
-        devices=lambda: [], device_ips=lambda ids: None, remote=facts))
-    assert [(s.host, s.device_id) for s in plan.ranks] == [("node1", 0), ("node1", 1), ("node1", 2),
-                                                          ("node2", 0), ("node2", 1)]
+    facts = {
+        "node1": remote_facts(
+            [[0, "OK"], [1, "Warning"], [2, "OK"]], {"0": "10.9.0.1", "1": "10.9.0.2", "2": "10.9.0.3"}
+        ),
+        "node2": remote_facts(None, {"0": "10.9.1.1", "1": "10.9.1.2"}),
+    }
+    plan = plan_of(
+        make_config(REMOTE_TWO.replace("DEVICES", "all")),
+        Discovery(devices=lambda: [], device_ips=lambda ids: None, remote=facts),
+    )
+    assert [(s.host, s.device_id) for s in plan.ranks] == [
+        ("node1", 0),
+        ("node1", 1),
+        ("node1", 2),
+        ("node2", 0),
+        ("node2", 1),
+    ]
     assert plan.rank_table is not None
     assert [d["device_ip"] for s in plan.rank_table["server_list"] for d in s["device"]] == [
-        "10.9.0.1", "10.9.0.2", "10.9.0.3", "10.9.1.1", "10.9.1.2"]
+        "10.9.0.1",
+        "10.9.0.2",
+        "10.9.0.3",
+        "10.9.1.1",
+        "10.9.1.2",
+    ]
     assert plan.sources["hosts[0].devices"] == "discovery on node1 (npu-smi info)"
     assert plan.sources["hosts[1].device_ips"] == "discovery on node2 (hccn_tool)"
 
 
-@pytest.mark.parametrize("facts, path, phrase", [
-    ({"node1": remote_facts([[0, "OK"], [1, "Critical"]])}, "hosts[0].devices", "device 1 health Critical"),
-    ({"node1": remote_facts(None)}, "hosts[0].devices", "node1 has no npu-smi that lists NPUs"),
-])
+@pytest.mark.parametrize(
+    "facts, path, phrase",
+    [
+        ({"node1": remote_facts([[0, "OK"], [1, "Critical"]])}, "hosts[0].devices", "device 1 health Critical"),
+        ({"node1": remote_facts(None)}, "hosts[0].devices", "node1 has no npu-smi that lists NPUs"),
+    ],
+)
 def test_devices_all_on_a_remote_host_needs_healthy_npus(facts: Dict[str, Any], path: str, phrase: str) -> None:
     facts = dict(facts, node2=remote_facts(None, {"0": "10.9.1.1", "1": "10.9.1.2"}))
     with pytest.raises(ConfigError) as err:
-        plan_of(make_config(REMOTE_TWO.replace("DEVICES", "all")), Discovery(
-            devices=lambda: [], device_ips=lambda ids: None, remote=facts))
+        plan_of(
+            make_config(REMOTE_TWO.replace("DEVICES", "all")),
+            Discovery(devices=lambda: [], device_ips=lambda ids: None, remote=facts),
+        )
     assert path in str(err.value) and phrase in str(err.value)
 
 
 def test_a_remote_host_without_device_ips_after_its_preflight_is_an_error() -> None:
     facts = {"node1": remote_facts(None, {"0": "10.9.0.1", "1": None}), "node2": remote_facts(None, None)}
     with pytest.raises(ConfigError) as err:
-        plan_of(make_config(REMOTE_TWO.replace("DEVICES", "[0, 1]")), Discovery(
-            devices=lambda: [], device_ips=lambda ids: None, remote=facts))
+        plan_of(
+            make_config(REMOTE_TWO.replace("DEVICES", "[0, 1]")),
+            Discovery(devices=lambda: [], device_ips=lambda ids: None, remote=facts),
+        )
     assert "hosts[0].device_ips" in str(err.value) and "no device IPs for node1, node2" in str(err.value)
 
 

@@ -22,39 +22,64 @@ J = "/logs/job-1"
 
 
 def paths_of(layout: JobLayout) -> Dict[str, str]:
-    return {"own_dir": layout.own_dir, "attempt_dir": layout.attempt_dir, "plan": layout.plan_path,
-            "attempt_plan": layout.attempt_plan_path, "events": layout.events_path,
-            "summary": layout.summary_path, "failure": layout.failure_path,
-            "attempt_summary": layout.attempt_summary_path, "attempt_failure": layout.attempt_failure_path,
-            "launcher": layout.launcher_path, "launcher_log": layout.launcher_log_path,
-            "rank_table": layout.rank_table_path, "rendezvous": layout.rendezvous_dir,
-            "rendezvous_record": layout.rendezvous_record(1)}
+    return {
+        "own_dir": layout.own_dir,
+        "attempt_dir": layout.attempt_dir,
+        "plan": layout.plan_path,
+        "attempt_plan": layout.attempt_plan_path,
+        "events": layout.events_path,
+        "summary": layout.summary_path,
+        "failure": layout.failure_path,
+        "attempt_summary": layout.attempt_summary_path,
+        "attempt_failure": layout.attempt_failure_path,
+        "launcher": layout.launcher_path,
+        "launcher_log": layout.launcher_log_path,
+        "rank_table": layout.rank_table_path,
+        "rendezvous": layout.rendezvous_dir,
+        "rendezvous_record": layout.rendezvous_record(1),
+    }
 
 
-@pytest.mark.parametrize("node, attempt, own, here", [
-    (None, 0, J, J),
-    (None, 3, J, f"{J}/attempt-3"),
-    (2, 0, f"{J}/node-2", f"{J}/node-2"),
-    (1, 2, f"{J}/node-1", f"{J}/node-1/attempt-2"),
-])
+@pytest.mark.parametrize(
+    "node, attempt, own, here",
+    [
+        (None, 0, J, J),
+        (None, 3, J, f"{J}/attempt-3"),
+        (2, 0, f"{J}/node-2", f"{J}/node-2"),
+        (1, 2, f"{J}/node-1", f"{J}/node-1/attempt-2"),
+    ],
+)
 def test_every_path_of_a_job_directory(node: Optional[int], attempt: int, own: str, here: str) -> None:
     assert paths_of(JobLayout(J, node, attempt)) == {
-        "own_dir": own, "attempt_dir": here, "plan": f"{own}/plan.json", "attempt_plan": f"{here}/plan.json",
-        "events": f"{here}/events.jsonl", "summary": f"{own}/summary.json", "failure": f"{own}/failure.json",
-        "attempt_summary": f"{here}/summary.json", "attempt_failure": f"{here}/failure.json",
-        "launcher": f"{own}/launcher.json", "launcher_log": f"{own}/launcher.log",
+        "own_dir": own,
+        "attempt_dir": here,
+        "plan": f"{own}/plan.json",
+        "attempt_plan": f"{here}/plan.json",
+        "events": f"{here}/events.jsonl",
+        "summary": f"{own}/summary.json",
+        "failure": f"{own}/failure.json",
+        "attempt_summary": f"{here}/summary.json",
+        "attempt_failure": f"{here}/failure.json",
+        "launcher": f"{own}/launcher.json",
+        "launcher_log": f"{own}/launcher.log",
         # shared by every node of the job, whatever the attempt
-        "rank_table": f"{J}/rank_table.json", "rendezvous": f"{J}/rendezvous",
-        "rendezvous_record": f"{J}/rendezvous/node-1.json"}
+        "rank_table": f"{J}/rank_table.json",
+        "rendezvous": f"{J}/rendezvous",
+        "rendezvous_record": f"{J}/rendezvous/node-1.json",
+    }
 
 
-@pytest.mark.parametrize("host, rank_dir", [
-    (None, "/logs/job-1/attempt-2/rank-5"),  # a local rank's own directory, or the gathered copies
-    ("10.0.0.12", "/logs/job-1/attempt-2/hosts/10.0.0.12/rank-5"),  # the remote host's own copy
-])
+@pytest.mark.parametrize(
+    "host, rank_dir",
+    [
+        (None, "/logs/job-1/attempt-2/rank-5"),  # a local rank's own directory, or the gathered copies
+        ("10.0.0.12", "/logs/job-1/attempt-2/hosts/10.0.0.12/rank-5"),  # the remote host's own copy
+    ],
+)
 def test_rank_paths(host: Optional[str], rank_dir: str) -> None:
     assert JobLayout(J, None, 2).rank_paths(5, host) == RankPaths(
-        rank_dir, f"{rank_dir}/stdout.log", f"{rank_dir}/stderr.log", f"{rank_dir}/ascend")
+        rank_dir, f"{rank_dir}/stdout.log", f"{rank_dir}/stderr.log", f"{rank_dir}/ascend"
+    )
 
 
 def test_under_a_log_dir_and_for_an_attempt() -> None:
@@ -74,8 +99,9 @@ rank_table: none
 @pytest.mark.parametrize("attempt, node", [(0, None), (2, None), (1, 1)])
 def test_the_plan_takes_every_rank_path_from_its_layout(attempt: int, node: Optional[int]) -> None:
     config = parse_config(parse_yaml(MIXED, "job.yaml"), base_dir="/srv")
-    plan = build_plan(config, "job-1", "uuid", Discovery(devices=lambda: [], device_ips=lambda ids: None),
-                      attempt=attempt, node=node)
+    plan = build_plan(
+        config, "job-1", "uuid", Discovery(devices=lambda: [], device_ips=lambda ids: None), attempt=attempt, node=node
+    )
     layout = plan.layout
     assert layout == JobLayout(J, node, attempt)
     assert (plan.job_dir, plan.own_dir, plan.attempt_dir) == (J, layout.own_dir, layout.attempt_dir)
@@ -106,8 +132,9 @@ def test_open_a_job_directory_without_restarts(tmp_path: Path) -> None:
 
 
 def test_open_finds_the_latest_attempt(tmp_path: Path) -> None:
-    job = make_job_dir(tmp_path / "job", "plan.json", "launcher.json", "attempt-1/", "attempt-10/", "attempt-2/",
-                       "attempt-11")  # a file, not an attempt
+    job = make_job_dir(
+        tmp_path / "job", "plan.json", "launcher.json", "attempt-1/", "attempt-10/", "attempt-2/", "attempt-11"
+    )  # a file, not an attempt
     layout = JobLayout.open(str(job))
     assert layout == JobLayout(str(job), None, 10) and layout.attempts_found() == [1, 2, 10]
     assert layout.events_path == str(job / "attempt-10" / "events.jsonl")
@@ -139,8 +166,18 @@ def test_open_a_directory_that_is_no_job(tmp_path: Path) -> None:
 
 
 def test_a_run_with_restarts_writes_where_the_layout_says(log_dir: Path, marker: str) -> None:
-    result = run_local(log_dir, marker, "--max-restarts", "2", "--", sys.executable, str(RANKS / "rank.py"),
-                       "0=connect_fails_until:2", "*=ok", nproc=2)
+    result = run_local(
+        log_dir,
+        marker,
+        "--max-restarts",
+        "2",
+        "--",
+        sys.executable,
+        str(RANKS / "rank.py"),
+        "0=connect_fails_until:2",
+        "*=ok",
+        nproc=2,
+    )
     assert result.returncode == 0, result.stderr
     layout = JobLayout.open(str(log_dir / "m"))
     assert layout == JobLayout.under(str(log_dir), "m", None, 2)

@@ -28,14 +28,17 @@ def plan(tmp_path: Path, body: str) -> dict:
 
 
 def test_options_reach_every_rank_typed_and_expanded(tmp_path: Path) -> None:
-    data = plan(tmp_path, """session_options:
+    data = plan(
+        tmp_path,
+        """session_options:
   hcom_parallel: true
   iterations_per_loop: 10
   precision_mode: allow_mix_precision
   enable_dump: true
   dump_path: /dumps/{job_id}/{host}/rank-{rank}-dev-{device_id}-local-{local_rank}
   dump_step: [0, "3-5"]
-""")
+""",
+    )
     for rank in data["ranks"]:
         options = json.loads(rank["env"]["NPULAUNCH_SESSION_OPTIONS"])
         assert options == rank["session_options"]
@@ -48,8 +51,9 @@ def test_options_reach_every_rank_typed_and_expanded(tmp_path: Path) -> None:
 
 def test_ranks_sharing_a_dump_directory_are_warned_about(tmp_path: Path) -> None:
     data = plan(tmp_path, "session_options:\n  enable_dump: true\n  dump_path: /dumps/shared\n")
-    assert any("4 ranks on localhost write dump_path to the same directory /dumps/shared" in w
-               for w in data["warnings"])
+    assert any(
+        "4 ranks on localhost write dump_path to the same directory /dumps/shared" in w for w in data["warnings"]
+    )
 
 
 def test_session_device_id_is_noted_and_warned(tmp_path: Path) -> None:
@@ -86,18 +90,28 @@ session_options: {hcom_parallel: true}
 """)
     result = run_cli("plan", str(path), "--json")
     assert result.returncode == 0, result.stderr
-    got = [(r["host"], r["session_options"]["local_rank_id"], r["session_options"]["local_device_list"])
-           for r in json.loads(result.stdout)["ranks"]]
-    assert got == [("10.0.0.1", 0, "0,1,2,3"), ("10.0.0.1", 1, "0,1,2,3"), ("10.0.0.1", 2, "0,1,2,3"),
-                   ("10.0.0.1", 3, "0,1,2,3"), ("10.0.0.2", 0, "4,5"), ("10.0.0.2", 1, "4,5")]
+    got = [
+        (r["host"], r["session_options"]["local_rank_id"], r["session_options"]["local_device_list"])
+        for r in json.loads(result.stdout)["ranks"]
+    ]
+    assert got == [
+        ("10.0.0.1", 0, "0,1,2,3"),
+        ("10.0.0.1", 1, "0,1,2,3"),
+        ("10.0.0.1", 2, "0,1,2,3"),
+        ("10.0.0.1", 3, "0,1,2,3"),
+        ("10.0.0.2", 0, "4,5"),
+        ("10.0.0.2", 1, "4,5"),
+    ]
     table = run_cli("plan", str(path))
     assert "data_preprocess: host_main" in table.stdout
 
 
 def test_data_preprocessing_mode_refuses_the_options_set_by_hand(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
-    path.write_text("job: {command: [python3, train.py]}\nhosts: [{host: localhost, devices: 2}]\n"
-                    "data_preprocess: host_main\nsession_options: {local_rank_id: 0}\n")
+    path.write_text(
+        "job: {command: [python3, train.py]}\nhosts: [{host: localhost, devices: 2}]\n"
+        "data_preprocess: host_main\nsession_options: {local_rank_id: 0}\n"
+    )
     result = run_cli("check", str(path))
     assert result.returncode == 2
     assert ":4: session_options.local_rank_id: found local_rank_id with data_preprocess: host_main" in result.stderr

@@ -20,10 +20,13 @@ def rendered(options: BatchOptions) -> str:
     return text.replace(str(ROOT), "<repo>")
 
 
-@pytest.mark.parametrize("name, options", [
-    ("slurm-4x8.node.sbatch", BatchOptions()),
-    ("slurm-4x8.rank.sbatch", BatchOptions(mode="rank", nodes=2, time="30", partition="debug", job_id="r1")),
-])
+@pytest.mark.parametrize(
+    "name, options",
+    [
+        ("slurm-4x8.node.sbatch", BatchOptions()),
+        ("slurm-4x8.rank.sbatch", BatchOptions(mode="rank", nodes=2, time="30", partition="debug", job_id="r1")),
+    ],
+)
 def test_batch_script_matches_golden(name: str, options: BatchOptions) -> None:
     golden = GOLDEN / name
     if os.environ.get("NPULAUNCH_UPDATE_GOLDEN"):
@@ -37,14 +40,17 @@ def test_flags_win_over_the_yaml() -> None:
     assert "#SBATCH --partition=big\n" in text and "ascend" not in text
 
 
-@pytest.mark.parametrize("section, key, allowed", [
-    ("slurm: {nodes: 0}", "slurm.nodes", "an integer from 1 to 100000"),
-    ("slurm: {time: 2:00:00}", "slurm.time", "a Slurm time limit"),
-    ("slurm: {time: \"two hours\"}", "slurm.time", "minutes, MM:SS"),
-    ("slurm: {partition: \"a b\"}", "slurm.partition", "letters, digits"),
-    ("slurm: {sbatch_options: [exclusive]}", "slurm.sbatch_options", "a list of sbatch options"),
-    ("slurm: {nodez: 2}", "slurm.nodez", "nodes"),
-])
+@pytest.mark.parametrize(
+    "section, key, allowed",
+    [
+        ("slurm: {nodes: 0}", "slurm.nodes", "an integer from 1 to 100000"),
+        ("slurm: {time: 2:00:00}", "slurm.time", "a Slurm time limit"),
+        ('slurm: {time: "two hours"}', "slurm.time", "minutes, MM:SS"),
+        ('slurm: {partition: "a b"}', "slurm.partition", "letters, digits"),
+        ("slurm: {sbatch_options: [exclusive]}", "slurm.sbatch_options", "a list of sbatch options"),
+        ("slurm: {nodez: 2}", "slurm.nodez", "nodes"),
+    ],
+)
 def test_bad_slurm_section_is_refused(tmp_path: Path, section: str, key: str, allowed: str) -> None:
     config = tmp_path / "job.yaml"
     config.write_text(f"job:\n  command: [python3, train.py]\n{section}\n")

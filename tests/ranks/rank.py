@@ -25,8 +25,7 @@ def hang():
 
 def spawn_sleeper(new_session):
     # The grandchild keeps the rank's environment (and so the job's uuid), as real helpers do.
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"],
-                            start_new_session=new_session).pid
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"], start_new_session=new_session).pid
 
 
 def act(action):
@@ -77,6 +76,7 @@ def act(action):
         print("connected on attempt %d" % attempt)
     elif name == "beat":  # silent, but a heartbeat every 0.2 s for ARG seconds, then exit 0
         from npulaunch import session
+
         deadline = time.monotonic() + float(arg)
         while time.monotonic() < deadline:
             session.heartbeat()
@@ -87,6 +87,7 @@ def act(action):
             time.sleep(0.1)
     elif name == "hostname":
         import socket
+
         print("host " + socket.gethostname(), flush=True)
     elif name == "argv":  # this rank's argv and one variable, as JSON
         print("ARGV " + json.dumps({"argv": sys.argv[1:], "hostile": os.environ.get("HOSTILE")}), flush=True)
@@ -109,7 +110,7 @@ def act(action):
     elif name == "utf8":
         data = "héllo wörld ✓ 中文\n".encode("utf-8")
         for i in range(len(data)):  # one byte per write: characters split across reads
-            os.write(1, data[i:i + 1])
+            os.write(1, data[i : i + 1])
         for pct in (10, 50, 100):
             os.write(1, ("progress %d%%\r" % pct).encode())
             time.sleep(0.02)

@@ -21,8 +21,13 @@ def describe(config):
                 value = getattr(attr, kind)
                 params[name] = [kind, value.decode() if isinstance(value, bytes) else value]
     rewrite = config.graph_options.rewrite_options
-    return {"params": params, "soft": config.allow_soft_placement, "inter_op": config.inter_op_parallelism_threads,
-            "remapping": rewrite.remapping, "memory_optimization": rewrite.memory_optimization}
+    return {
+        "params": params,
+        "soft": config.allow_soft_placement,
+        "inter_op": config.inter_op_parallelism_threads,
+        "remapping": rewrite.remapping,
+        "memory_optimization": rewrite.memory_optimization,
+    }
 
 
 def user_config():
@@ -40,6 +45,7 @@ def main():
             total = tf.constant(2) + tf.constant(3)
             if way == "explicit":
                 from npulaunch import session
+
                 with tf.compat.v1.Session(config=session.npu_config(user_config())) as sess:
                     assert sess.run(total) == 5
                     out[way] = describe(sess._config)

@@ -19,8 +19,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 def run_in_pty(*args: str, timeout_s: float = 60) -> str:
     master, slave = pty.openpty()
     env = base_env({"COLUMNS": "140", "LINES": "40", "TERM": "xterm"})
-    proc = subprocess.Popen(npulaunch_argv(*args), stdin=slave, stdout=slave, stderr=slave, env=env,
-                            close_fds=True)
+    proc = subprocess.Popen(npulaunch_argv(*args), stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
     os.close(slave)
     chunks = []
     deadline = time.monotonic() + timeout_s
@@ -44,8 +43,8 @@ def run_in_pty(*args: str, timeout_s: float = 60) -> str:
 def test_the_live_view_is_drawn_on_a_terminal(tmp_path: Path) -> None:
     config = tmp_path / "job.yaml"
     config.write_text(f"""job:
-  command: [{sys.executable}, {RANKS / 'rank.py'}, "*=say:step-1/4+say:step-2/4@0.3"]
-  log_dir: {tmp_path / 'logs'}
+  command: [{sys.executable}, {RANKS / "rank.py"}, "*=say:step-1/4+say:step-2/4@0.3"]
+  log_dir: {tmp_path / "logs"}
 hosts: [{{host: localhost, devices: 2}}]
 monitor: {{progress_regex: "step (\\\\d+)/(\\\\d+)"}}
 """)
@@ -58,15 +57,39 @@ monitor: {{progress_regex: "step (\\\\d+)/(\\\\d+)"}}
 
 
 def test_no_live_view_on_a_pipe(tmp_path: Path) -> None:
-    result = run_cli("run", "--nproc-per-node", "2", "--log-dir", str(tmp_path), "--job-id", "pipe", "--",
-                     sys.executable, str(RANKS / "rank.py"), "*=ok")
+    result = run_cli(
+        "run",
+        "--nproc-per-node",
+        "2",
+        "--log-dir",
+        str(tmp_path),
+        "--job-id",
+        "pipe",
+        "--",
+        sys.executable,
+        str(RANKS / "rank.py"),
+        "*=ok",
+    )
     assert result.returncode == 0
     assert "\x1b[" not in result.stdout + result.stderr and "lines/s" not in result.stdout + result.stderr
 
 
 def test_ranks_filter_shows_only_those_ranks(tmp_path: Path) -> None:
-    result = run_cli("run", "--nproc-per-node", "3", "--log-dir", str(tmp_path), "--job-id", "f", "--ranks", "1",
-                     "--", sys.executable, str(RANKS / "rank.py"), "*=ok")
+    result = run_cli(
+        "run",
+        "--nproc-per-node",
+        "3",
+        "--log-dir",
+        str(tmp_path),
+        "--job-id",
+        "f",
+        "--ranks",
+        "1",
+        "--",
+        sys.executable,
+        str(RANKS / "rank.py"),
+        "*=ok",
+    )
     assert result.returncode == 0
     assert "[r1 d1] ok" in result.stdout and "[r0 d0]" not in result.stdout and "[r2 d2]" not in result.stdout
     assert "ok" in (tmp_path / "f" / "rank-0" / "stdout.log").read_text()  # files still get every rank

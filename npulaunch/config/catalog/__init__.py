@@ -56,11 +56,26 @@ class OptionSpec:
     example: Any = None  # the documented example, in the YAML form npulaunch accepts
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"name": self.name, "type": self.type, "default": self.default, "default_note": self.default_note,
-                "allowed": allowed_text(self), "choices": list(self.choices), "min": self.min, "max": self.max,
-                "form": self.form, "writes": self.writes, "scenario": self.scenario, "area": self.area,
-                "status": self.status, "replacement": self.replacement, "products": self.products,
-                "description": self.description, "notes": self.notes, "example": self.example}
+        return {
+            "name": self.name,
+            "type": self.type,
+            "default": self.default,
+            "default_note": self.default_note,
+            "allowed": allowed_text(self),
+            "choices": list(self.choices),
+            "min": self.min,
+            "max": self.max,
+            "form": self.form,
+            "writes": self.writes,
+            "scenario": self.scenario,
+            "area": self.area,
+            "status": self.status,
+            "replacement": self.replacement,
+            "products": self.products,
+            "description": self.description,
+            "notes": self.notes,
+            "example": self.example,
+        }
 
 
 @dataclass(frozen=True)
@@ -80,11 +95,23 @@ class EnvVarSpec:
     notes: str = ""
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"name": self.name, "type": self.kind, "kind": self.kind, "default": self.default,
-                "allowed": env_allowed_text(self), "choices": list(self.choices), "min": self.min,
-                "max": self.max, "unit": self.unit, "area": self.area, "set_by_launcher": self.set_by_launcher,
-                "description": self.description, "notes": self.notes, "scenario": "both",
-                "status": "stable"}
+        return {
+            "name": self.name,
+            "type": self.kind,
+            "kind": self.kind,
+            "default": self.default,
+            "allowed": env_allowed_text(self),
+            "choices": list(self.choices),
+            "min": self.min,
+            "max": self.max,
+            "unit": self.unit,
+            "area": self.area,
+            "set_by_launcher": self.set_by_launcher,
+            "description": self.description,
+            "notes": self.notes,
+            "scenario": "both",
+            "status": "stable",
+        }
 
 
 UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "MB": "megabytes", "%": "percent"}
@@ -97,8 +124,9 @@ def _number(value: Optional[float]) -> str:
 def allowed_text(spec: OptionSpec) -> str:
     """What an option accepts, in words, for messages and listings."""
     if spec.choices:
-        return "one of " + ", ".join(repr(c) if isinstance(c, str) else str(c).lower() if isinstance(c, bool)
-                                     else str(c) for c in spec.choices)
+        return "one of " + ", ".join(
+            repr(c) if isinstance(c, str) else str(c).lower() if isinstance(c, bool) else str(c) for c in spec.choices
+        )
     kind = {"b": "a boolean", "i": "an integer", "s": "a string"}[spec.type]
     if spec.min is not None or spec.max is not None:
         kind += f" from {_number(spec.min) or '-inf'} to {_number(spec.max) or 'inf'}"

@@ -18,16 +18,16 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from npulaunch.host.events import Event, EventKind
-from npulaunch.host.files import write_once
-from npulaunch.host.records import AgentOutcome, RankResult, RankState
-from npulaunch.host.spec import HostPlan, RankSpec, compose_env
 from npulaunch.host.agent import procs
 from npulaunch.host.agent.guard import Guard
 from npulaunch.host.agent.inbox import SignalInbox
 from npulaunch.host.agent.monitor import Monitor
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S, StackDumps
 from npulaunch.host.agent.tail import FileTail, Line
+from npulaunch.host.events import Event, EventKind
+from npulaunch.host.files import write_once
+from npulaunch.host.records import AgentOutcome, RankResult, RankState
+from npulaunch.host.spec import HostPlan, RankSpec, compose_env
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +65,31 @@ class RankProcess:
     popen: Optional["subprocess.Popen[bytes]"] = None
 
     def result(self) -> RankResult:
-        return RankResult(rank=self.spec.rank, host=self.spec.host, device_id=self.spec.device_id,
-                          pid=self.pid, state=self.state, start_time=self.start_time, end_time=self.end_time,
-                          exit_code=self.exit_code, signal=self.signal, error=self.error)
+        return RankResult(
+            rank=self.spec.rank,
+            host=self.spec.host,
+            device_id=self.spec.device_id,
+            pid=self.pid,
+            state=self.state,
+            start_time=self.start_time,
+            end_time=self.end_time,
+            exit_code=self.exit_code,
+            signal=self.signal,
+            error=self.error,
+        )
 
 
 class Agent:
-    def __init__(self, plan: HostPlan, emit: EventSink, output: OutputSink,
-                 base_env: Optional[Mapping[str, str]] = None, clock: Callable[[], float] = time.monotonic,
-                 poll_interval_s: float = POLL_INTERVAL_S, stack_dump_limit_s: float = STACK_DUMP_LIMIT_S) -> None:
+    def __init__(
+        self,
+        plan: HostPlan,
+        emit: EventSink,
+        output: OutputSink,
+        base_env: Optional[Mapping[str, str]] = None,
+        clock: Callable[[], float] = time.monotonic,
+        poll_interval_s: float = POLL_INTERVAL_S,
+        stack_dump_limit_s: float = STACK_DUMP_LIMIT_S,
+    ) -> None:
         self.plan = plan
         self._emit_to = emit
         self._output = output
@@ -136,8 +152,13 @@ class Agent:
     def dump_stacks(self, ranks: Sequence[int]) -> None:
         """Ask hung ranks for their Python stacks (host/agent/stacks.py). Returns at once: a
         STACKS_DUMPED event follows when the dumps are written or out of time."""
-        self._dumps.start([(p.spec.rank, p.spec.rank_dir, p.pid) for p in self.ranks
-                           if p.spec.rank in ranks and p.state is RankState.RUNNING and p.pid is not None])
+        self._dumps.start(
+            [
+                (p.spec.rank, p.spec.rank_dir, p.pid)
+                for p in self.ranks
+                if p.spec.rank in ranks and p.state is RankState.RUNNING and p.pid is not None
+            ]
+        )
 
     def forward(self, signum: int) -> None:
         for proc in self.ranks:
@@ -150,8 +171,12 @@ class Agent:
         groups = {p.pid for p in self.ranks if p.pid is not None}
         members = procs.live_members(groups, table)
         strays = self._strays(table) - set(members)
-        log.debug("%s to process groups %s and other descendants %s", procs.signal_name(signum),
-                  sorted(set(members.values())), sorted(strays))
+        log.debug(
+            "%s to process groups %s and other descendants %s",
+            procs.signal_name(signum),
+            sorted(set(members.values())),
+            sorted(strays),
+        )
         for pgid in set(members.values()):
             procs.kill_group(pgid, signum)
         procs.kill_pids(strays, signum)
@@ -293,8 +318,15 @@ class Agent:
         self.monitor.started(spec.rank)
         assert self._guard is not None
         self._guard.watch(popen.pid)
-        self._emit(EventKind.RANK_STARTED, spec.rank, pid=popen.pid, device_id=spec.device_id,
-                   argv=list(spec.argv), stdout=spec.stdout_path, stderr=spec.stderr_path)
+        self._emit(
+            EventKind.RANK_STARTED,
+            spec.rank,
+            pid=popen.pid,
+            device_id=spec.device_id,
+            argv=list(spec.argv),
+            stdout=spec.stdout_path,
+            stderr=spec.stderr_path,
+        )
 
     def _reap(self) -> None:
         for pid, status in procs.reap_any():
@@ -315,9 +347,15 @@ class Agent:
                 proc.state = RankState.SUCCEEDED
             else:
                 proc.state = RankState.STOPPED if self._stopping else RankState.FAILED
-            self._emit(EventKind.RANK_EXITED, proc.spec.rank, pid=pid, exit_code=proc.exit_code,
-                       signal=proc.signal, state=proc.state.value,
-                       duration_s=round(proc.end_time - (proc.start_time or proc.end_time), 3))
+            self._emit(
+                EventKind.RANK_EXITED,
+                proc.spec.rank,
+                pid=pid,
+                exit_code=proc.exit_code,
+                signal=proc.signal,
+                state=proc.state.value,
+                duration_s=round(proc.end_time - (proc.start_time or proc.end_time), 3),
+            )
 
     def _pump(self) -> None:
         for proc in self.ranks:

@@ -72,9 +72,14 @@ class Guard:
     def __init__(self, job_uuid: str) -> None:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         bootstrap = "import sys; sys.path.insert(0, %r); from npulaunch.host.agent.guard import main; main()" % root
-        self._proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", bootstrap], stdin=subprocess.PIPE,
-                                      stdout=subprocess.DEVNULL, start_new_session=True,
-                                      universal_newlines=True, bufsize=1)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", bootstrap],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+            universal_newlines=True,
+            bufsize=1,
+        )
         self.pid = self._proc.pid
         self._send("uuid " + job_uuid)
 

@@ -12,6 +12,7 @@ import re
 import time
 from typing import Callable, Deque, Dict, List, Optional, Set, Tuple
 
+from npulaunch.host.agent.tail import FileTail, Line
 from npulaunch.host.events import EventKind
 from npulaunch.host.session import HEARTBEAT_FILE
 from npulaunch.host.signatures import (
@@ -23,7 +24,6 @@ from npulaunch.host.signatures import (
 )
 from npulaunch.host.spec import HostPlan
 from npulaunch.host.watchdog import HangLimits, Progress, describe, find_hangs, next_check_in
-from npulaunch.host.agent.tail import FileTail, Line
 
 CONTEXT_LINES = 5  # lines kept before a match, for the report's excerpt
 PLOG_SCAN_INTERVAL_S = 1.0  # how often new plog files are looked for
@@ -59,8 +59,11 @@ class Monitor:
     def lines(self, rank: int, stream: str, lines: List[Line]) -> None:
         """A batch of a rank's output: progress, and the signatures it carries."""
         seen = self.progress.get(rank)
-        if seen is not None and lines and (
-                self._progress_re is None or any(self._progress_re.search(line) for line in lines)):
+        if (
+            seen is not None
+            and lines
+            and (self._progress_re is None or any(self._progress_re.search(line) for line in lines))
+        ):
             seen.saw(self._clock())
         joined = "\n".join(lines)
         if "\r" in joined:  # progress updates: matched without their \r
@@ -70,8 +73,14 @@ class Monitor:
 
     def timeout_s(self) -> Optional[float]:
         """How long the agent may sleep before the next check."""
-        waits = [w for w in (next_check_in(self.progress, self._clock(), self._limits),
-                             max(0.0, self._next_scan - self._clock())) if w is not None]
+        waits = [
+            w
+            for w in (
+                next_check_in(self.progress, self._clock(), self._limits),
+                max(0.0, self._next_scan - self._clock()),
+            )
+            if w is not None
+        ]
         return min(waits) if waits else None
 
     def poll(self) -> None:
@@ -124,17 +133,31 @@ class Monitor:
             if (rank, signature.name) not in self._reported:
                 self._reported.add((rank, signature.name))
                 before = (list(context) + texts[:index])[-CONTEXT_LINES:]
-                after = texts[index + 1:index + 1 + CONTEXT_LINES]  # what arrived with it (a traceback's end)
-                self._report(rank, stream, texts[index], signature, [t[:500] for t in before],
-                             [t[:500] for t in after], plog)
+                after = texts[index + 1 : index + 1 + CONTEXT_LINES]  # what arrived with it (a traceback's end)
+                self._report(
+                    rank, stream, texts[index], signature, [t[:500] for t in before], [t[:500] for t in after], plog
+                )
         context.extend(t[:500] for t in texts[-CONTEXT_LINES:])
 
-    def _report(self, rank: int, stream: str, text: str, signature: Signature, before: List[str],
-                after: List[str], plog: bool) -> None:
+    def _report(
+        self, rank: int, stream: str, text: str, signature: Signature, before: List[str], after: List[str], plog: bool
+    ) -> None:
         stamped = parse_plog_time(text)
-        self._emit(EventKind.SIGNATURE_MATCHED, rank, signature=signature.name, code=signature.code,
-                   cls=signature.cls, signature_kind=signature.kind, retryable=signature.retryable,
-                   fatal=signature.fatal, hint=signature.hint, line=text[:500], context=before, after=after,
-                   source="plog" if plog else stream, stream=stream,
-                   line_time=stamped if stamped is not None else time.time(),
-                   line_time_source="plog timestamp" if stamped is not None else "read time")
+        self._emit(
+            EventKind.SIGNATURE_MATCHED,
+            rank,
+            signature=signature.name,
+            code=signature.code,
+            cls=signature.cls,
+            signature_kind=signature.kind,
+            retryable=signature.retryable,
+            fatal=signature.fatal,
+            hint=signature.hint,
+            line=text[:500],
+            context=before,
+            after=after,
+            source="plog" if plog else stream,
+            stream=stream,
+            line_time=stamped if stamped is not None else time.time(),
+            line_time_source="plog timestamp" if stamped is not None else "read time",
+        )

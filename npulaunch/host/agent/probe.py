@@ -20,8 +20,9 @@ from npulaunch.host.discovery import TOOL_TIMEOUT_S, parse_hccn_ip, parse_npu_sm
 
 
 def _tool(argv: List[str]) -> str:
-    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          timeout=TOOL_TIMEOUT_S)
+    done = subprocess.run(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=TOOL_TIMEOUT_S
+    )
     if done.returncode != 0:
         lines = done.stdout.strip().splitlines()
         raise RuntimeError(f"{' '.join(argv)} exited with {done.returncode}: {lines[-1] if lines else 'no output'}")
@@ -34,11 +35,16 @@ def probe(ask: Dict[str, Any]) -> Dict[str, Any]:
     workdir = ask["workdir"]
     script = ask.get("script")
     found: Dict[str, Any] = {
-        "python": list(sys.version_info[:3]), "time": time.time(), "workdir": os.path.isdir(workdir),
+        "python": list(sys.version_info[:3]),
+        "time": time.time(),
+        "workdir": os.path.isdir(workdir),
         "script": script is None or os.path.isfile(os.path.join(workdir, script)),
         "program": os.sep in ask["program"] or shutil.which(ask["program"]) is not None,
         "free_bytes": shutil.disk_usage(_existing_parent(ask["job_dir"])).free,
-        "npus": None, "device_ips": None, "errors": []}
+        "npus": None,
+        "device_ips": None,
+        "errors": [],
+    }
     if shutil.which("npu-smi"):
         try:
             found["npus"] = [[c.logical_id, c.health] for c in parse_npu_smi_info(_tool(["npu-smi", "info"]))]

@@ -73,8 +73,9 @@ def _setpriv() -> Optional[str]:
     return _setpriv_path or None
 
 
-def spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], stdout_path: str,
-          stderr_path: str) -> "subprocess.Popen[bytes]":
+def spawn(
+    argv: Sequence[str], cwd: str, env: Mapping[str, str], stdout_path: str, stderr_path: str
+) -> "subprocess.Popen[bytes]":
     """Start one rank in a new session, output appended to its log files, dying with us."""
     setpriv = _setpriv()
     preexec = None
@@ -94,8 +95,16 @@ def spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], stdout_path: st
     out = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     err = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        return subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=err, start_new_session=True, preexec_fn=preexec)
+        return subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
     finally:
         os.close(out)
         os.close(err)
@@ -127,7 +136,7 @@ def _read_stat(pid: int) -> Optional[List[str]]:
             data = handle.read()
     except OSError:
         return None
-    return data[data.rfind(b")") + 2:].decode("ascii", "replace").split()
+    return data[data.rfind(b")") + 2 :].decode("ascii", "replace").split()
 
 
 def start_ticks(pid: int) -> Optional[int]:

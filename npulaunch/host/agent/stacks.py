@@ -66,8 +66,12 @@ class StackDumps:
             elif shutil.which("py-spy"):
                 path = os.path.join(rank_dir, "stacks-py-spy.txt")
                 out = open(path, "wb")
-                dumper = subprocess.Popen(["py-spy", "dump", "--pid", str(pgid)], stdout=out,
-                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                dumper = subprocess.Popen(
+                    ["py-spy", "dump", "--pid", str(pgid)],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )
                 log.debug("stack dump of rank %d: py-spy pid %d", rank, dumper.pid)
                 batch.dumpers.append((dumper, out))
                 batch.files.append(path)
@@ -80,8 +84,13 @@ class StackDumps:
         """How long the loop may sleep before the next poll is due."""
         if self._batch is None:
             return None
-        return max(0.0, min(0.05 if self._batch.dumpers else self._batch.settle_at - self._clock(),
-                            self._batch.deadline - self._clock()))
+        return max(
+            0.0,
+            min(
+                0.05 if self._batch.dumpers else self._batch.settle_at - self._clock(),
+                self._batch.deadline - self._clock(),
+            ),
+        )
 
     def poll(self) -> Optional[Dict[str, List[str]]]:
         """``{"files": [...], "timed_out": [...]}`` once every dump has ended or run out of time."""

@@ -43,13 +43,13 @@ class LineSplitter:
         if b"\r" not in buf:  # the common case: decode the complete lines at once, then split
             end = buf.rfind(b"\n")
             lines = _decode(buf[:end]).split("\n") if end >= 0 else []
-            self._pending = buf[end + 1:]
+            self._pending = buf[end + 1 :]
         else:
             lines, start = [], 0
             for match in _EOL.finditer(buf):
                 if match.group() == b"\r" and match.end() == len(buf):
                     break  # may be the first half of "\r\n": wait for the next byte
-                text = _decode(buf[start:match.start()])
+                text = _decode(buf[start : match.start()])
                 lines.append(text + "\r" if match.group() == b"\r" else text)
                 start = match.end()
             self._pending = buf[start:]

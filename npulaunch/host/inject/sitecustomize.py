@@ -43,8 +43,11 @@ def _run_user_sitecustomize():
 def _session_helper():
     """npulaunch's session helper: the package's own module when the script imported it (one set
     of warnings), else the same file loaded privately (npulaunch need not be importable)."""
-    return sys.modules.get("npulaunch.host.session") or sys.modules.get("_npulaunch_session") or _load(
-        "_npulaunch_session", os.path.join(os.path.dirname(_HERE), "session.py"))
+    return (
+        sys.modules.get("npulaunch.host.session")
+        or sys.modules.get("_npulaunch_session")
+        or _load("_npulaunch_session", os.path.join(os.path.dirname(_HERE), "session.py"))
+    )
 
 
 def _patch(module):
@@ -97,10 +100,14 @@ class _Finder(object):
 
 def _at_exit():
     if _state["sessions"] == 0 and os.environ.get("NPULAUNCH_SESSION_OPTIONS", "{}") != "{}":
-        why = ("the script never imported TensorFlow" if not _state["tensorflow"] else
-               "TensorFlow created no Session (eager code, or sessions made before injection)")
-        sys.stderr.write("npulaunch: warning: session_injection is on but %s: the session options "
-                         "reached nothing\n" % why)
+        why = (
+            "the script never imported TensorFlow"
+            if not _state["tensorflow"]
+            else "TensorFlow created no Session (eager code, or sessions made before injection)"
+        )
+        sys.stderr.write(
+            "npulaunch: warning: session_injection is on but %s: the session options reached nothing\n" % why
+        )
 
 
 _run_user_sitecustomize()

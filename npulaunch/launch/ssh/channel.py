@@ -78,20 +78,29 @@ def connect(target: SshTarget) -> Connection:
     kwargs: Dict[str, Any] = {"look_for_keys": target.identity_file is None, "allow_agent": True}
     if target.identity_file:
         kwargs["key_filename"] = target.identity_file
-    connection = Connection(target.host, user=target.user, port=target.port, config=config,
-                            connect_timeout=target.connect_timeout_s, connect_kwargs=kwargs)
+    connection = Connection(
+        target.host,
+        user=target.user,
+        port=target.port,
+        config=config,
+        connect_timeout=target.connect_timeout_s,
+        connect_kwargs=kwargs,
+    )
     client = connection.client
     client.load_system_host_keys()
     if target.known_hosts:
         client.load_host_keys(target.known_hosts)
-    client.set_missing_host_key_policy(paramiko.AutoAddPolicy() if target.accept_unknown_hosts
-                                       else paramiko.RejectPolicy())
+    client.set_missing_host_key_policy(
+        paramiko.AutoAddPolicy() if target.accept_unknown_hosts else paramiko.RejectPolicy()
+    )
     try:
         connection.open()
     except paramiko.SSHException as exc:
         if "not found in known_hosts" in str(exc) or "Server" in str(exc) and "not found" in str(exc):
-            raise BackendError(f"{target.host}: host key not known ({exc}); add it to known_hosts, or set "
-                               "ssh.accept_unknown_hosts: true to trust it") from None
+            raise BackendError(
+                f"{target.host}: host key not known ({exc}); add it to known_hosts, or set "
+                "ssh.accept_unknown_hosts: true to trust it"
+            ) from None
         raise BackendError(f"{target.host}: SSH failed: {exc}") from None
     except OSError as exc:
         raise BackendError(f"{target.host}: cannot connect: {exc.strerror or exc}") from None
@@ -106,8 +115,13 @@ def connect(target: SshTarget) -> Connection:
 class AgentChannel:
     """The launcher's end of one remote agent: messages in a queue, commands out."""
 
-    def __init__(self, connection: Connection, host: str, messages: "queue.Queue[Tuple[str, FromAgent]]",
-                 wake_fd: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        host: str,
+        messages: "queue.Queue[Tuple[str, FromAgent]]",
+        wake_fd: Optional[int] = None,
+    ) -> None:
         self.connection, self.host, self._messages = connection, host, messages
         self._wake_fd = wake_fd  # written to after each message, so a select() loop wakes up
         self._channel: Optional[paramiko.Channel] = None
@@ -122,9 +136,11 @@ class AgentChannel:
         remove the directory whatever way the agent ended. The zip travels on the channel's own
         stdin, ahead of the JSON lines, so there is no SFTP session either."""
         py = shlex.quote(python)
-        command = ('umask 077 && d=$(mktemp -d /tmp/npulaunch-agent.XXXXXXXX) && cd "$d" && '
-                   f"{py} -I -S -c {shlex.quote(BOOTSTRAP)} {len(agent_zip)}; "
-                   's=$?; cd / && rm -rf "$d"; exit $s')
+        command = (
+            'umask 077 && d=$(mktemp -d /tmp/npulaunch-agent.XXXXXXXX) && cd "$d" && '
+            f"{py} -I -S -c {shlex.quote(BOOTSTRAP)} {len(agent_zip)}; "
+            's=$?; cd / && rm -rf "$d"; exit $s'
+        )
         transport = self.connection.client.get_transport()
         assert transport is not None
         channel = transport.open_session()

@@ -78,14 +78,16 @@ class Fleet:
             problems[host] = [f"{host}: no answer to the preflight within {PROBE_TIMEOUT_S:g} s"]
         return {host: found for host, found in problems.items() if found}
 
-    def start_agent(self, host: str, messages: "queue.Queue[Tuple[str, FromAgent]]", first: ToAgent,
-                    wake_fd: Optional[int] = None) -> AgentChannel:
+    def start_agent(
+        self, host: str, messages: "queue.Queue[Tuple[str, FromAgent]]", first: ToAgent, wake_fd: Optional[int] = None
+    ) -> AgentChannel:
         channel = AgentChannel(self.connections[host], host, messages, wake_fd)
         channel.start(self.agent_code, first)
         return channel
 
     def _each(self, work: Callable[[str], Any], hosts: List[str]) -> Dict[str, Any]:
         """``work(host)`` for every host in parallel; a BackendError is returned, not raised."""
+
         def guarded(host: str) -> Any:
             try:
                 return work(host)
@@ -118,11 +120,18 @@ def open_fleet(loaded: Loaded) -> Fleet:
     targets = {}
     for host in config.hosts:
         login = dict(ssh, **host.ssh)
-        paths = {key: os.path.expanduser(login[key]) if login.get(key) else None
-                 for key in ("identity_file", "known_hosts", "config")}
-        targets[host.host] = SshTarget(host.host, user=login.get("user"), port=login.get("port"),
-                                       identity_file=paths["identity_file"], known_hosts=paths["known_hosts"],
-                                       ssh_config=paths["config"],
-                                       accept_unknown_hosts=bool(login.get("accept_unknown_hosts", False)),
-                                       connect_timeout_s=float(login.get("connect_timeout_s", 10.0)))
+        paths = {
+            key: os.path.expanduser(login[key]) if login.get(key) else None
+            for key in ("identity_file", "known_hosts", "config")
+        }
+        targets[host.host] = SshTarget(
+            host.host,
+            user=login.get("user"),
+            port=login.get("port"),
+            identity_file=paths["identity_file"],
+            known_hosts=paths["known_hosts"],
+            ssh_config=paths["config"],
+            accept_unknown_hosts=bool(login.get("accept_unknown_hosts", False)),
+            connect_timeout_s=float(login.get("connect_timeout_s", 10.0)),
+        )
     return Fleet(targets, parallel=int(ssh.get("parallel", 32))).open(probe_asks(config, loaded.job_id))

@@ -59,8 +59,9 @@ class FleetRun:
 
     def start(self) -> None:
         for warning in self._fleet.warnings:
-            self._out.append(Event(EventKind.PREFLIGHT_WARNING, self.plan.job_id, warning.split(":")[0], None,
-                                   {"warning": warning}))
+            self._out.append(
+                Event(EventKind.PREFLIGHT_WARNING, self.plan.job_id, warning.split(":")[0], None, {"warning": warning})
+            )
         self._fleet.warnings = []  # reported with the first attempt
         wake_read, wake_write = os.pipe()
         os.set_blocking(wake_read, False)
@@ -115,8 +116,21 @@ class FleetRun:
     def result(self) -> AgentOutcome:
         results = dict(self._results)
         for rank, spec in self._specs.items():  # a host lost before it reported: its ranks are unknown
-            results.setdefault(rank, RankResult(rank, spec.host, spec.device_id, None, RankState.FAILED, None,
-                                                time.time(), None, None, f"lost with host {spec.host}"))
+            results.setdefault(
+                rank,
+                RankResult(
+                    rank,
+                    spec.host,
+                    spec.device_id,
+                    None,
+                    RankState.FAILED,
+                    None,
+                    time.time(),
+                    None,
+                    None,
+                    f"lost with host {spec.host}",
+                ),
+            )
         return AgentOutcome([results[r] for r in sorted(results)], self.stop_signal, [])
 
     def close(self) -> None:
@@ -169,8 +183,9 @@ class FleetRun:
             log.debug("agent on %s is done", host)
         elif isinstance(message, Closed) and host not in self._finished:
             self._finished.add(host)
-            self._out.append(Event(EventKind.AGENT_LOST, self.plan.job_id, host, None,
-                                   {"exit_status": message.exit_status}))
+            self._out.append(
+                Event(EventKind.AGENT_LOST, self.plan.job_id, host, None, {"exit_status": message.exit_status})
+            )
             self.stop(f"lost the agent of {host}")
 
     def _gather(self, spec: RankSpec, stream: str, lines: List[str]) -> None:
@@ -188,8 +203,15 @@ class FleetRun:
             self._broadcast(Command("signal", signal=signal.Signals(signum).name))
             return
         log.debug("received %s", signal.Signals(signum).name)
-        self._out.append(Event(EventKind.SIGNAL_RECEIVED, self.plan.job_id, self.plan.hosts[0], None,
-                               {"signal": signal.Signals(signum).name}))
+        self._out.append(
+            Event(
+                EventKind.SIGNAL_RECEIVED,
+                self.plan.job_id,
+                self.plan.hosts[0],
+                None,
+                {"signal": signal.Signals(signum).name},
+            )
+        )
         if not self._stopping:
             self.stop_signal = signum
             self.stop(f"npulaunch received {signal.Signals(signum).name}")
@@ -207,5 +229,3 @@ def _drain(fd: int) -> None:
             pass
     except BlockingIOError:
         pass
-
-

@@ -54,8 +54,10 @@ def agent_zip() -> bytes:
                 text = source.read()
             archive.writestr("npulaunch/" + relative, text)
             code = compile(text, "npulaunch/" + relative, "exec", dont_inherit=True)
-            archive.writestr("npulaunch/" + relative + "c", importlib.util.MAGIC_NUMBER + _UNCHECKED_HASH
-                             + importlib.util.source_hash(text) + marshal.dumps(code))
+            archive.writestr(
+                "npulaunch/" + relative + "c",
+                importlib.util.MAGIC_NUMBER + _UNCHECKED_HASH + importlib.util.source_hash(text) + marshal.dumps(code),
+            )
     return buffer.getvalue()
 
 

@@ -1,4 +1,5 @@
 """initialize_system / shutdown_system as real (no-op) TensorFlow ops that record when they run."""
+
 import tensorflow as tf
 
 from npu_bridge import record
@@ -8,6 +9,7 @@ def _recording_op(name):
     def run():
         record(name)
         return True
+
     return tf.numpy_function(run, [], tf.bool, name=name)
 
 

@@ -1,4 +1,5 @@
 """allreduce for one process: the identity (a single rank holds the whole sum)."""
+
 import tensorflow as tf
 
 
