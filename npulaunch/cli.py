@@ -1,6 +1,7 @@
-"""The command line: ``npulaunch run | plan | check``. The only module that prints errors or
-chooses the process's exit code. Heavy modules are imported inside the commands, so
-``npulaunch --help`` stays fast.
+"""The command line: parses arguments and hands each command to its stage (config and plan for
+``plan``/``check``, launch for ``run``/``exec``/``stop``, views for ``status``/``report``/catalogs).
+The only module that prints errors or chooses the process's exit code. Each command imports what
+it uses, so ``npulaunch --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from npulaunch.host.errors import ConfigError, ConfigProblem, NpulaunchError, Us
 
 if TYPE_CHECKING:  # the commands import what they use, so that --help stays fast
     from npulaunch.config.overrides import Overrides
-    from npulaunch.plan.build import LaunchPlan
+    from npulaunch.plan.launchplan import LaunchPlan
     from npulaunch.plan.prepare import Loaded
     from npulaunch.views.console import Console
 
@@ -302,7 +303,7 @@ def cmd_exec(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 
 def cmd_sbatch(args: argparse.Namespace, command: Optional[List[str]]) -> int:
-    from npulaunch.config.cluster import load_config
+    from npulaunch.config.load import load_config
     from npulaunch.config.sections import SLURM_TIME
     from npulaunch.plan.sbatch import BatchOptions, render_sbatch, submit
 

@@ -97,6 +97,23 @@ def run_local(log_dir: Path, marker: str, *args: str, nproc: int = 4, timeout: f
     )
 
 
+def run_restarted_job(log_dir: Path, marker: str, max_restarts: int, failures: int, others: str = "*=ok@0.2"):
+    """Job ``m`` of 2 ranks where rank 0 fails retryably (an HCCL connect error) on its first
+    ``failures`` attempts, run with ``--max-restarts``."""
+    return run_local(
+        log_dir,
+        marker,
+        "--max-restarts",
+        str(max_restarts),
+        "--",
+        sys.executable,
+        str(RANKS / "rank.py"),
+        f"0=connect_fails_until:{failures}",
+        others,
+        nproc=2,
+    )
+
+
 def rank_cmd(script: str, *args: str) -> List[str]:
     """``-- python3 tests/ranks/<script> args`` for the CLI."""
     return ["--", sys.executable, str(RANKS / script), *args]

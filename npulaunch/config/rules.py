@@ -1,5 +1,7 @@
 """Rules between session options, and between options and environment variables, from CANN's
 documents (shared/seeds): each rule is a function of the checked values that returns findings.
+The rules of config/productrules.py (product lines, scenarios, profiling, ignored settings) run
+after these; ``check_rules`` runs them all.
 
 Pure. Errors stop the launch; warnings are printed and kept in the plan. Every finding names the
 options involved so the message can point at each of them in the YAML.
@@ -7,94 +9,31 @@ options involved so the message can point at each of them in the YAML.
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import List
 
-from npulaunch.config.catalog import OptionSpec
-from npulaunch.config.catalog.options import OPTIONS
+from npulaunch.config.rulebase import (
+    BY_NAME,
+    DYNAMIC_TRIO,
+    ERROR,
+    HCCL_TIMEOUT_LEGACY_MAX_S,
+    HCCL_TIMEOUT_STEP_S,
+    RULES,
+    WARNING,
+    Finding,
+    RuleContext,
+    excludes,
+    requires,
+    rule,
+)
 from npulaunch.config.values import dynamic_count, profiles
 
-BY_NAME: Dict[str, OptionSpec] = {spec.name: spec for spec in OPTIONS}
-ERROR, WARNING = "error", "warning"
-HCCL_TIMEOUT_STEP_S = 68  # Atlas training series round hccl_timeout down to a multiple of this
-HCCL_TIMEOUT_LEGACY_MAX_S = 17340
-DYNAMIC_TRIO = ("input_shape", "dynamic_dims", "dynamic_node_type")
-
-
-@dataclass(frozen=True)
-class Finding:
-    level: str  # ERROR or WARNING
-    names: Tuple[str, ...]  # option names, or env:NAME for environment variables
-    found: str
-    allowed: str
-    hint: str = ""
-
-
-@dataclass(frozen=True)
-class RuleContext:
-    options: Mapping[str, Any]  # rendered session options the YAML sets
-    env: Mapping[str, Optional[str]]  # the YAML's env (None = removed)
-    effective_env: Mapping[str, str]  # what the ranks will see of npulaunch's defaults + the YAML's env
-    world_size: int
-    product: Optional[str] = None
-    file_reader: Callable[[str], Optional[str]] = field(default=lambda path: _read(path))
-
-    def has(self, name: str) -> bool:
-        return name in self.options
-
-    @property
-    def training(self) -> bool:
-        return self.options.get("graph_run_mode", 1) == 1
-
-
-def _read(path: str) -> Optional[str]:
-    try:
-        with open(os.path.expanduser(path), encoding="utf-8") as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-Rule = Callable[[RuleContext], List[Finding]]
-RULES: List[Rule] = []
-
-
-def rule(func: Rule) -> Rule:
-    RULES.append(func)
-    return func
+__all__ = ["ERROR", "WARNING", "Finding", "RuleContext", "check_rules"]
 
 
 def check_rules(ctx: RuleContext) -> List[Finding]:
     """Every finding of every rule, errors first."""
     found = [f for check in RULES for f in check(ctx)]
     return sorted(found, key=lambda f: f.level != ERROR)
-
-
-def _excludes(ctx: RuleContext, a: str, b: str, why: str) -> List[Finding]:
-    if ctx.has(a) and ctx.has(b):
-        return [Finding(ERROR, (a, b), f"both {a} and {b}", f"one of {a} and {b}", why)]
-    return []
-
-
-def _requires(ctx: RuleContext, name: str, needed: str, value: Any = None, why: str = "") -> List[Finding]:
-    if not ctx.has(name):
-        return []
-    if value is None and not ctx.has(needed):
-        return [Finding(ERROR, (name, needed), f"{name} without {needed}", f"{name} together with {needed}", why)]
-    if value is not None and ctx.options.get(needed) != value:
-        shown = str(value).lower() if isinstance(value, bool) else value
-        return [
-            Finding(
-                ERROR,
-                (name, needed),
-                f"{name} with {needed}: {ctx.options.get(needed, '(unset)')}",
-                f"{needed}: {shown}",
-                why,
-            )
-        ]
-    return []
 
 
 @rule
@@ -158,12 +97,12 @@ def hccl_timeout_by_product(ctx: RuleContext) -> List[Finding]:
 
 @rule
 def precision_modes(ctx: RuleContext) -> List[Finding]:
-    return _excludes(ctx, "precision_mode", "precision_mode_v2", "precision_mode_v2 replaces precision_mode")
+    return excludes(ctx, "precision_mode", "precision_mode_v2", "precision_mode_v2 replaces precision_mode")
 
 
 @rule
 def dumps(ctx: RuleContext) -> List[Finding]:
-    found = _excludes(ctx, "enable_dump", "enable_dump_debug", "data dump and overflow dump cannot run together")
+    found = excludes(ctx, "enable_dump", "enable_dump_debug", "data dump and overflow dump cannot run together")
     for name in ("enable_dump", "enable_dump_debug"):
         if ctx.options.get(name) is True and not ctx.has("dump_path"):
             found.append(
@@ -181,7 +120,7 @@ def dumps(ctx: RuleContext) -> List[Finding]:
 @rule
 def variable_on_host(ctx: RuleContext) -> List[Finding]:
     if ctx.options.get("variable_placement") == "Host":
-        return _requires(
+        return requires(
             ctx, "variable_placement", "mix_compile_mode", True, "variables on the host need mixed computing"
         )
     return []
@@ -260,7 +199,7 @@ def operator_precision(ctx: RuleContext) -> List[Finding]:
                         f"op_precision_mode takes precedence: {name} is ignored",
                     )
                 )
-    return found + _requires(
+    return found + requires(
         ctx, "optypelist_for_implmode", "op_select_implmode", why="the listed operators get op_select_implmode's mode"
     )
 
@@ -294,9 +233,9 @@ def static_memory(ctx: RuleContext) -> List[Finding]:
 @rule
 def companions(ctx: RuleContext) -> List[Finding]:
     return (
-        _requires(ctx, "local_device_list", "local_rank_id", why="the main process is named by local_rank_id")
-        + _requires(ctx, "in_out_pair", "mix_compile_mode", True, "in_out_pair is a mixed-computing option")
-        + _requires(ctx, "in_out_pair_flag", "in_out_pair", why="the flag applies to in_out_pair's operators")
+        requires(ctx, "local_device_list", "local_rank_id", why="the main process is named by local_rank_id")
+        + requires(ctx, "in_out_pair", "mix_compile_mode", True, "in_out_pair is a mixed-computing option")
+        + requires(ctx, "in_out_pair_flag", "in_out_pair", why="the flag applies to in_out_pair's operators")
     )
 
 
@@ -396,223 +335,5 @@ def scenario_and_status(ctx: RuleContext) -> List[Finding]:
     return found
 
 
-# -- rules from the rest of the documents (catalog/RULES.md numbers in brackets) -------------------
-
-PRODUCT_WORDS = {
-    "atlas-a2": "A2",
-    "atlas-a3": "A3",
-    "atlas-training": "Atlas training",
-    "atlas-inference": "Atlas inference",
-    "atlas-300i-duo": "300I Duo",
-}
-BF16_MODES = {
-    "precision_mode": ("allow_mix_precision_bf16", "allow_fp32_to_bf16"),
-    "precision_mode_v2": ("mixed_bfloat16",),
-}
-MIXED_MODES = {
-    "precision_mode": ("allow_mix_precision", "allow_mix_precision_fp16", "allow_mix_precision_bf16"),
-    "precision_mode_v2": ("mixed_float16", "mixed_bfloat16"),
-}
-PROFILING_EXCLUSIVE = (
-    "training_trace",
-    "task_trace",
-    "hccl",
-    "aicpu",
-    "fp_point",
-    "bp_point",
-    "aic_metrics",
-    "l2",
-    "task_time",
-    "runtime_api",
-)
-
-
-def _warn(names: Tuple[str, ...], found: str, allowed: str, hint: str) -> Finding:
-    return Finding(WARNING, names, found, allowed, hint)
-
-
-@rule
-def product_lines(ctx: RuleContext) -> List[Finding]:
-    """[27, 44, 80, 92] options restricted to some product lines."""
-    if ctx.product is None:
-        return []
-    word, found = PRODUCT_WORDS[ctx.product], []
-    for name in ctx.options:
-        spec = BY_NAME.get(name)
-        if spec is not None and spec.products and word not in spec.products:
-            found.append(Finding(ERROR, (name,), f"{name} on {ctx.product}", f"products: {spec.products}"))
-    for name, modes in BF16_MODES.items():
-        if ctx.options.get(name) in modes and ctx.product not in ("atlas-a2", "atlas-a3"):
-            found.append(
-                Finding(
-                    ERROR,
-                    (name,),
-                    f"{name}: {ctx.options[name]} on {ctx.product}",
-                    "bfloat16 modes on atlas-a2 or atlas-a3 only",
-                )
-            )
-    if ctx.product == "atlas-a2" and ctx.options.get("dump_debug_mode", "all") != "all":
-        found.append(
-            Finding(
-                ERROR,
-                ("dump_debug_mode",),
-                f"dump_debug_mode: {ctx.options['dump_debug_mode']}",
-                "all (the only mode Atlas A2 products accept)",
-            )
-        )
-    if ctx.product in ("atlas-a2", "atlas-a3") and ctx.options.get("aoe_mode") == "1":
-        found.append(Finding(ERROR, ("aoe_mode",), "aoe_mode: 1 (subgraph tuning)", "aoe_mode 2 or 4 on A2/A3"))
-    return found
-
-
-@rule
-def mixed_computing_and_profiles(ctx: RuleContext) -> List[Finding]:
-    """[9] whole-graph dimension profiles cannot be combined with mixed computing."""
-    if ctx.options.get("mix_compile_mode") is True and ctx.has("input_shape"):
-        return [
-            Finding(
-                ERROR,
-                ("input_shape", "mix_compile_mode"),
-                "input_shape with mix_compile_mode: true",
-                "dynamic dimension profiles without mixed computing",
-            )
-        ]
-    return []
-
-
-@rule
-def ignored_settings(ctx: RuleContext) -> List[Finding]:
-    """[12, 13, 15, 28, 29, 68, 69, 79] settings that are accepted but have no effect."""
-    found = []
-    if ctx.has("dynamic_inputs_shape_range") and ctx.has("dynamic_dims"):
-        found.append(
-            _warn(
-                ("dynamic_inputs_shape_range", "dynamic_dims"),
-                "both",
-                "one of them",
-                "dynamic_dims takes precedence: the shape range is ignored",
-            )
-        )
-    if ctx.has("dynamic_graph_execute_mode") and ctx.options.get("dynamic_input") is not True:
-        found.append(
-            _warn(
-                ("dynamic_graph_execute_mode", "dynamic_input"),
-                "dynamic_graph_execute_mode without dynamic_input: true",
-                "dynamic_input: true",
-                "it has no effect otherwise",
-            )
-        )
-    if ctx.has("shape_generalization_mode") and ctx.options.get("jit_compile", "auto") != "true":
-        found.append(
-            _warn(
-                ("shape_generalization_mode", "jit_compile"),
-                'shape_generalization_mode without jit_compile: "true"',
-                'jit_compile: "true"',
-                "it applies to online compilation only",
-            )
-        )
-    mixed = any(ctx.options.get(n) in modes for n, modes in MIXED_MODES.items())
-    if ctx.has("modify_mixlist") and not mixed:
-        found.append(
-            _warn(
-                ("modify_mixlist", "precision_mode"),
-                "modify_mixlist without a mixed-precision mode",
-                "precision_mode(_v2) set to a mixed mode",
-                "the mix list is read only in mixed precision",
-            )
-        )
-    if ctx.has("customize_dtypes") and (
-        ctx.options.get("precision_mode") == "must_keep_origin_dtype"
-        or ctx.options.get("precision_mode_v2") == "origin"
-    ):
-        found.append(
-            _warn(
-                ("customize_dtypes", "precision_mode"),
-                "customize_dtypes with the original-dtype mode",
-                "another precision mode",
-                "customize_dtypes has no effect there",
-            )
-        )
-    if ctx.has("profiling_options") and ctx.options.get("profiling_mode") is not True:
-        found.append(
-            _warn(
-                ("profiling_options", "profiling_mode"),
-                "profiling_options without profiling_mode: true",
-                "profiling_mode: true",
-                "the options are read only when profiling is on",
-            )
-        )
-    for option, variable in (("profiling_mode", "PROFILING_MODE"), ("aoe_mode", "AOE_MODE")):
-        if ctx.has(option) and ctx.env.get(variable) is not None:
-            found.append(
-                _warn(
-                    (option, "env:" + variable),
-                    f"both {option} and {variable}",
-                    "one of them",
-                    f"the session option {option} takes precedence",
-                )
-            )
-    return found
-
-
-@rule
-def profiling_contents(ctx: RuleContext) -> List[Finding]:
-    """[71, 72] what profiling a training job needs, and keys that exclude each other."""
-    text = ctx.options.get("profiling_options")
-    if not isinstance(text, str):
-        return []
-    keys = json.loads(text)
-    found = []
-    if "instr_profiling_freq" in keys:
-        clash = [k for k in PROFILING_EXCLUSIVE if k in keys]
-        if clash:
-            found.append(
-                Finding(
-                    ERROR,
-                    ("profiling_options",),
-                    "instr_profiling_freq with " + ", ".join(clash),
-                    "instr_profiling_freq alone",
-                )
-            )
-    elif ctx.training and ctx.options.get("profiling_mode") is True:
-        off = [k for k in ("task_trace", "training_trace") if keys.get(k) != "on"]
-        if off:
-            found.append(
-                Finding(
-                    ERROR,
-                    ("profiling_options",),
-                    "training profiling without " + ", ".join(off) + ": on",
-                    'task_trace and training_trace both "on" when profiling training',
-                )
-            )
-    return found
-
-
-@rule
-def more_exclusions(ctx: RuleContext) -> List[Finding]:
-    """[48, 64, 84] pairs that fail together."""
-    found = _excludes(
-        ctx, "enable_compress_weight", "compress_weight_conf", "weight compression is switched on one way or the other"
-    )
-    if ctx.options.get("auto_multistream_parallel_mode") == "cv" and ctx.env.get("ENABLE_DYNAMIC_SHAPE_MULTI_STREAM"):
-        found.append(
-            Finding(
-                ERROR,
-                ("auto_multistream_parallel_mode", "env:ENABLE_DYNAMIC_SHAPE_MULTI_STREAM"),
-                "auto_multistream_parallel_mode: cv with ENABLE_DYNAMIC_SHAPE_MULTI_STREAM",
-                "one kind of multi-stream concurrency",
-            )
-        )
-    if ctx.options.get("op_debug_level") == 2 and ctx.has("op_debug_config"):
-        text = ctx.file_reader(ctx.options["op_debug_config"]) or ""
-        if "oom" in text:
-            found.append(
-                Finding(
-                    ERROR,
-                    ("op_debug_level", "op_debug_config"),
-                    "op_debug_level: 2 with oom",
-                    "one of them",
-                    "both together end in an AI Core error",
-                )
-            )
-    return found
+# The second half of the rules registers itself after these (the order findings are listed in).
+from npulaunch.config import productrules  # noqa: E402,F401

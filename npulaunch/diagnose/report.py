@@ -14,7 +14,7 @@ from npulaunch.diagnose.summary import FailureReport, JobInfo, JobStatus, JobSum
 from npulaunch.host.agent.tail import last_lines
 from npulaunch.host.events import Event
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
-from npulaunch.plan.build import LaunchPlan
+from npulaunch.plan.launchplan import LaunchPlan
 
 LAST_LINES = 10
 EXIT_OK, EXIT_RANK_FAILED, EXIT_USAGE = 0, 1, 2

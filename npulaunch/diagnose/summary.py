@@ -8,110 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Any, Dict, Optional, Sequence, Tuple
 
+from npulaunch.diagnose.jsonfields import Fields
 from npulaunch.diagnose.rootcause import RankGroup, RootCause, failure_label
-from npulaunch.host.errors import NpulaunchError
 from npulaunch.host.records import RankResult, RankState
-
-E = TypeVar("E", bound=Enum)
-
-
-class SummaryError(NpulaunchError):
-    """summary.json or failure.json is not what npulaunch writes (edited, truncated, another tool's)."""
-
-    exit_code = 2
 
 
 class JobStatus(str, Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # a rank failed (exit code 1)
     STOPPED = "stopped"  # a signal to npulaunch stopped the job (exit code 128+N)
-
-
-class _Fields:
-    """One JSON object of a summary, read field by field; every complaint names the file and the
-    field's path (``summary.json: ranks[1].state: found str 'runing'; expected one of ...``)."""
-
-    def __init__(self, data: Any, source: str, where: str) -> None:
-        self.source, self.where = source, where
-        if not isinstance(data, dict):
-            self._fail(where, data, "an object")
-        self.data: Dict[str, Any] = data
-
-    def _fail(self, where: str, found: Any, expected: str) -> NoReturn:
-        shown = "nothing" if found is _MISSING else f"{type(found).__name__} {found!r}"[:80]
-        raise SummaryError(
-            f"{self.source}: {where or 'the top level'}: found {shown}; expected {expected} "
-            "(not a summary npulaunch wrote: edited or truncated?)"
-        )
-
-    def _path(self, key: str) -> str:
-        return f"{self.where}.{key}" if self.where else key
-
-    def value(self, key: str, kinds: Tuple[type, ...], expected: str, optional: bool = False) -> Any:
-        found = self.data.get(key, _MISSING)
-        if optional and found is None:
-            return None
-        if found is _MISSING or isinstance(found, bool) is not (bool in kinds) or not isinstance(found, kinds):
-            self._fail(self._path(key), found, expected + (" or null" if optional else ""))
-        return found
-
-    def text(self, key: str) -> str:
-        return str(self.value(key, (str,), "a string"))
-
-    def opt_text(self, key: str) -> Optional[str]:
-        return self.value(key, (str,), "a string", optional=True)
-
-    def integer(self, key: str) -> int:
-        return int(self.value(key, (int,), "an integer"))
-
-    def opt_int(self, key: str) -> Optional[int]:
-        return self.value(key, (int,), "an integer", optional=True)
-
-    def number(self, key: str) -> float:
-        found: float = self.value(key, (int, float), "a number")  # an int stays one: written back as it was read
-        return found
-
-    def opt_number(self, key: str) -> Optional[float]:
-        return self.value(key, (int, float), "a number", optional=True)
-
-    def flag(self, key: str) -> bool:
-        return bool(self.value(key, (bool,), "true or false"))
-
-    def choice(self, key: str, kind: Type[E]) -> E:
-        text = self.data.get(key, _MISSING)
-        allowed = [str(member.value) for member in kind]
-        if text not in allowed:
-            self._fail(self._path(key), text, "one of " + ", ".join(allowed))
-        return kind(text)
-
-    def items(self, key: str, kind: type, expected: str) -> Tuple[Any, ...]:
-        found = self.value(key, (list,), f"a list of {expected}")
-        for index, item in enumerate(found):
-            if isinstance(item, bool) is not (kind is bool) or not isinstance(item, kind):
-                self._fail(f"{self._path(key)}[{index}]", item, expected)
-        return tuple(found)
-
-    def texts(self, key: str) -> Tuple[str, ...]:
-        return self.items(key, str, "strings")
-
-    def ints(self, key: str) -> Tuple[int, ...]:
-        return self.items(key, int, "integers")
-
-    def objects(self, key: str) -> List["_Fields"]:
-        found = self.value(key, (list,), "a list of objects")
-        return [_Fields(item, self.source, f"{self._path(key)}[{index}]") for index, item in enumerate(found)]
-
-    def object(self, key: str) -> "_Fields":
-        return _Fields(self.value(key, (dict,), "an object"), self.source, self._path(key))
-
-    def opt_object(self, key: str) -> Optional["_Fields"]:
-        found = self.value(key, (dict,), "an object", optional=True)
-        return None if found is None else _Fields(found, self.source, self._path(key))
-
-
-_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -159,10 +66,10 @@ class FailureReport:
 
     @classmethod
     def from_json(cls, data: Any, source: str = "failure.json") -> "FailureReport":
-        return cls._read(_Fields(data, source, ""))
+        return cls._read(Fields(data, source, ""))
 
     @classmethod
-    def _read(cls, f: _Fields) -> "FailureReport":
+    def _read(cls, f: Fields) -> "FailureReport":
         # read in the file's order, so that the first wrong field is the one named
         cause = RootCause(
             f.integer("rank"),
@@ -228,7 +135,7 @@ class RankSummary:
 
     @classmethod
     def from_json(cls, data: Any, source: str = "summary.json", where: str = "") -> "RankSummary":
-        f = _Fields(data, source, where)
+        f = Fields(data, source, where)
         result = RankResult(
             f.integer("rank"),
             f.text("host"),
@@ -288,7 +195,7 @@ class JobInfo:
 
     @classmethod
     def from_json(cls, data: Any, source: str = "summary.json", where: str = "job") -> "JobInfo":
-        f = _Fields(data, source, where)
+        f = Fields(data, source, where)
         head = (
             f.text("job_id"),
             f.text("name"),
@@ -344,7 +251,7 @@ class AttemptRecord:
 
     @classmethod
     def from_json(cls, data: Any, source: str = "summary.json", where: str = "") -> "AttemptRecord":
-        f = _Fields(data, source, where)
+        f = Fields(data, source, where)
         head = (f.integer("attempt"), f.text("dir"), f.choice("status", JobStatus), f.integer("exit_code"))
         root = f.opt_object("root_cause")
         cause = (
@@ -404,7 +311,7 @@ class JobSummary:
     @classmethod
     def from_json(cls, data: Any, source: str = "summary.json") -> "JobSummary":
         """The summary in ``data`` (decoded JSON); ``source`` names the file in any SummaryError."""
-        f = _Fields(data, source, "")
+        f = Fields(data, source, "")
         job = f.object("job")
         info = JobInfo.from_json(job.data, source, job.where)
         root = f.opt_object("root_cause")

@@ -4,7 +4,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any, Optional
+
+from npulaunch.host.errors import UsageError
 
 
 def write_private(path: str, text: str) -> None:
@@ -35,3 +39,15 @@ def write_once(path: str, text: str) -> bool:
     finally:
         if os.path.exists(aside):
             os.unlink(aside)
+
+
+def read_json(path: str) -> Optional[Any]:
+    """A JSON file of the job directory, decoded; None when it does not exist (yet). Any other
+    failure to read it is a UsageError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None

@@ -12,6 +12,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 # The zero-code injection hook: a directory holding only sitecustomize.py, put first on PYTHONPATH.
 INJECT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject")
+FORWARDABLE_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGWINCH")  # what the launcher passes on to every rank
 INJECTION_TOKEN = "{npulaunch_inject}"  # in a remote rank's env_prepend: the agent's own copy of INJECT_DIR
 
 

@@ -18,8 +18,6 @@ from npulaunch.host.events import Event
 from npulaunch.host.records import RankResult
 from npulaunch.host.spec import HostPlan
 
-FORWARDABLE_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGWINCH")
-
 
 def encode(message: Dict[str, Any]) -> bytes:
     """One line of the wire, compact."""

@@ -4,24 +4,13 @@ to stop it (the launcher then stops every rank on every host through their agent
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-from typing import Any, Optional
 
 from npulaunch.host.agent.procs import start_ticks
 from npulaunch.host.errors import UsageError
+from npulaunch.host.files import read_json
 from npulaunch.plan.layout import JobLayout
-
-
-def _load(path: str) -> Optional[Any]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
 
 
 def stop_job(job_dir: str) -> str:
@@ -29,12 +18,12 @@ def stop_job(job_dir: str) -> str:
     through their agents). Only that job's launcher is signalled: its pid and start time must
     match what it recorded."""
     layout = JobLayout.open(job_dir)
-    record = _load(layout.launcher_path)
+    record = read_json(layout.launcher_path)
     if record is None:
         if not os.path.exists(layout.events_path):
             raise UsageError(f"{job_dir} is not an npulaunch job directory (no events.jsonl)")
         raise UsageError(f"{job_dir} has no launcher.json: not started by this npulaunch, or not yet")
-    if _load(layout.summary_path) is not None:
+    if read_json(layout.summary_path) is not None:
         return "the job has already finished"
     ticks = record.get("start_ticks")
     if ticks is None or start_ticks(record["pid"]) != ticks:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Tuple
 
 from npulaunch.launch.restarts import run_with_restarts
 from npulaunch.launch.runner import Console, RankRunner
-from npulaunch.plan.build import LaunchPlan
+from npulaunch.plan.launchplan import LaunchPlan
 from npulaunch.plan.preflight import check_local
 from npulaunch.plan.prepare import Loaded, is_remote, planner
 

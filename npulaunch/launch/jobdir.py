@@ -12,7 +12,7 @@ from typing import IO, Mapping
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.errors import PlanError
 from npulaunch.host.files import write_once, write_private
-from npulaunch.plan.build import LaunchPlan
+from npulaunch.plan.launchplan import LaunchPlan
 from npulaunch.plan.layout import JobLayout
 from npulaunch.plan.planjson import render_plan_json
 from npulaunch.plan.ranktable import render_rank_table

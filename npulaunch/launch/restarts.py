@@ -14,7 +14,7 @@ from npulaunch.launch.jobdir import write_summary
 from npulaunch.launch.local import LocalRunner
 from npulaunch.launch.runner import Console, RankRunner
 from npulaunch.launch.supervisor import Supervisor
-from npulaunch.plan.build import LaunchPlan
+from npulaunch.plan.launchplan import LaunchPlan
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from npulaunch.launch.jobdir import (
     write_launcher,
 )
 from npulaunch.launch.runner import Console, RankOutput, RankRunner
-from npulaunch.plan.build import LaunchPlan
+from npulaunch.plan.launchplan import LaunchPlan
 
 KEPT_FOR_REPORT = (EventKind.SIGNATURE_MATCHED, EventKind.HANG_DETECTED)
 PULL_TIMEOUT_S = 0.5  # the longest the loop waits on the runner before checking its own deadlines

@@ -7,129 +7,23 @@ in as data-returning callables; nothing here spawns ranks or writes files.
 from __future__ import annotations
 
 import json
-import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import (
     ClusterConfig,
-    ConsoleMode,
-    HostConfig,
     Injection,
-    RankTableMode,
     validate_job_id,
 )
-from npulaunch.host.discovery import USABLE_HEALTH
-from npulaunch.host.errors import ConfigError, ConfigProblem, PlanError
-from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, HostPlan, RankSpec
+from npulaunch.host.errors import ConfigError, ConfigProblem
+from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, RankSpec
+from npulaunch.plan.hosts import decide_rank_table, resolve_devices, resolve_ips
+from npulaunch.plan.launchplan import Discovery, LaunchPlan
 from npulaunch.plan.layout import JobLayout
 from npulaunch.plan.rankenv import RankContext, build_rank_env
-from npulaunch.plan.ranktable import build_rank_table, rank_table_problems
 
-LOCAL_HOST_NAMES = ("localhost", "127.0.0.1", "::1")
 PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"
 ATTEMPT_VAR = "NPULAUNCH_ATTEMPT"  # 1 for the first run of the job, 2 after the first restart, ...
-
-
-@dataclass(frozen=True)
-class Discovery:
-    """How the plan learns about this host's NPUs; replaced by stand-ins in tests."""
-
-    devices: Callable[[], Sequence[int]]  # logical ids of this host's devices
-    device_ips: Callable[[Sequence[int]], Optional[Sequence[str]]]  # None when unknown
-    local_names: Tuple[str, ...] = LOCAL_HOST_NAMES
-    free_ports: Callable[[int], Sequence[int]] = lambda count: tuple(range(29500, 29500 + count))
-    npu_present: Callable[[], bool] = lambda: False
-    # What each remote host's preflight probe found ("npus": [[id, health], ...] or None,
-    # "device_ips": {"id": address or None} or None); None when no host was probed (``plan``).
-    remote: Optional[Mapping[str, Mapping[str, Any]]] = None
-
-
-@dataclass(frozen=True)
-class LaunchPlan:
-    job_id: str
-    job_uuid: str
-    job_name: str
-    job_dir: str
-    config_source: str
-    world_size: int
-    hosts: Tuple[str, ...]
-    ranks: Tuple[RankSpec, ...]
-    rank_table: Optional[Dict[str, Any]]
-    rank_table_path: Optional[str]
-    grace_period_s: float
-    console: ConsoleMode
-    forward_signals: Tuple[str, ...]
-    sources: Dict[str, str] = field(default_factory=dict)  # "job_id" -> "cli", "hosts[0].devices" -> ...
-    notes: Tuple[str, ...] = ()  # decisions the user should know about (printed by plan/check/run)
-    warnings: Tuple[str, ...] = ()  # likely mistakes that do not stop the job (printed, kept in plan.json)
-    hang_startup_s: float = 0.0  # the hang watchdog's limits (0 = not watched)
-    hang_steady_s: float = 0.0
-    patterns: Tuple[Dict[str, Any], ...] = ()  # the job's own error signatures
-    progress_regex: str = ""  # lines that count as progress (default: any line)
-    attempt: int = 0  # 0: the job is not restarted; else the attempt number, 1 first
-    max_restarts: int = 0
-    local_names: Tuple[str, ...] = LOCAL_HOST_NAMES  # the hosts that are this machine
-    node: Optional[int] = None  # under a scheduler (node mode): this node's index; only its ranks run here
-
-    @property
-    def layout(self) -> JobLayout:
-        """Where every file of this attempt goes, as this launcher (this node) sees the job directory."""
-        return JobLayout(self.job_dir, self.node, self.attempt)
-
-    @property
-    def attempt_dir(self) -> str:
-        """Where this attempt's ranks, events and summary go: the job directory itself without
-        restarts; under a scheduler, each node's own directory in it (nodes may share the file system)."""
-        return self.layout.attempt_dir
-
-    def host_plan(self, node_rank: int) -> HostPlan:
-        """The share of one host's agent."""
-        return HostPlan(
-            job_id=self.job_id,
-            job_uuid=self.job_uuid,
-            host=self.hosts[node_rank],
-            node_rank=node_rank,
-            job_dir=self.job_dir,
-            grace_period_s=self.grace_period_s,
-            forward_signals=self.forward_signals,
-            ranks=tuple(r for r in self.ranks if r.node_rank == node_rank),
-            patterns=self.patterns,
-            hang_startup_s=self.hang_startup_s,
-            hang_steady_s=self.hang_steady_s,
-            progress_regex=self.progress_regex,
-            rank_table=self.rank_table,
-            rank_table_path=self.rank_table_path,
-        )
-
-    def log_paths(self, spec: RankSpec) -> Tuple[str, str]:
-        """Where the launcher finds a rank's stdout and stderr: its own files for a local rank, the
-        copies gathered from the agent's stream for a remote one (both in the attempt's rank-N/)."""
-        paths = self.layout.rank_paths(spec.rank)
-        return paths.stdout, paths.stderr
-
-    def is_local_only(self) -> bool:
-        return all(host in self.local_names for host in self.hosts)
-
-    @property
-    def own_dir(self) -> str:
-        """This launcher's part of the job directory: all of it, or this node's directory in it."""
-        return self.layout.own_dir
-
-    @property
-    def this_host_plan(self) -> HostPlan:
-        """What runs on this machine: the whole job on one host, or this node's share."""
-        return self.host_plan(self.node or 0)
-
-
-def default_job_id(name: str, now: float, exists: Callable[[str], bool], log_dir: str) -> str:
-    """``<name>-<YYYYmmdd-HHMMSS>``, with ``-2``, ``-3``... when that job directory already exists."""
-    base = f"{name}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}"
-    candidate, suffix = base, 1
-    while exists(JobLayout.under(log_dir, candidate).job_dir):
-        suffix += 1
-        candidate = f"{base}-{suffix}"
-    return candidate
 
 
 def build_plan(
@@ -154,10 +48,10 @@ def build_plan(
     sources.update(config.sources)
     notes: List[str] = []
     devices_by_host = [
-        _resolve_devices(config, index, host, discovery, sources) for index, host in enumerate(config.hosts)
+        resolve_devices(config, index, host, discovery, sources) for index, host in enumerate(config.hosts)
     ]
     ips_by_host = [
-        _resolve_ips(host, devices, discovery, sources, index)
+        resolve_ips(host, devices, discovery, sources, index)
         for index, (host, devices) in enumerate(zip(config.hosts, devices_by_host))
     ]
 
@@ -166,7 +60,7 @@ def build_plan(
     unprobed = discovery.remote is None and any(
         ips is None and host.host not in discovery.local_names for host, ips in zip(config.hosts, ips_by_host)
     )
-    table, table_path = _decide_rank_table(config, devices_by_host, ips_by_host, layout, notes, unprobed)
+    table, table_path = decide_rank_table(config, devices_by_host, ips_by_host, layout, notes, unprobed)
     world_size = sum(len(devices) for devices in devices_by_host)
     warnings: List[str] = []
     if config.session_options or config.env or config.warnings:  # the catalog costs ~15 ms to import
@@ -381,147 +275,3 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
         plog_dir=paths.plog_dir,
         env_prepend=prepend,
     )
-
-
-def _resolve_devices(
-    config: ClusterConfig, index: int, host: HostConfig, discovery: Discovery, sources: Dict[str, str]
-) -> Tuple[int, ...]:
-    if isinstance(host.devices, tuple):
-        return host.devices
-    key = f"hosts[{index}].devices"
-    if host.host not in discovery.local_names:
-        return _remote_devices(config, host, discovery, sources, key)
-    try:
-        found = tuple(discovery.devices())
-    except PlanError as exc:
-        given = config.document is not None and host.path + ("devices",) in config.document.lines
-        what = '"all"' if given else '"all" (the default without a hosts section)'
-        raise ConfigError(
-            [config.problem(host.path + ("devices",), what, "a list of device ids or a count", str(exc))]
-        ) from None
-    sources[key] = "discovery (npu-smi info)"
-    return found
-
-
-def _remote_devices(
-    config: ClusterConfig, host: HostConfig, discovery: Discovery, sources: Dict[str, str], key: str
-) -> Tuple[int, ...]:
-    """``devices: all`` of a remote host, from its preflight probe's npu-smi."""
-    path = host.path + ("devices",)
-    if discovery.remote is None:
-        raise ConfigError(
-            [
-                config.problem(
-                    path,
-                    '"all" on a remote host',
-                    "a list of device ids or a count",
-                    "a remote host's NPUs are listed by its npu-smi when the job starts "
-                    "(npulaunch run or check); the plan alone cannot know them",
-                )
-            ]
-        )
-    npus = discovery.remote[host.host].get("npus")
-    if not npus:
-        raise ConfigError(
-            [
-                config.problem(
-                    path, '"all"', "a list of device ids or a count", f"{host.host} has no npu-smi that lists NPUs"
-                )
-            ]
-        )
-    bad = [f"device {chip_id} health {health}" for chip_id, health in npus if health not in USABLE_HEALTH]
-    if bad:
-        raise ConfigError(
-            [
-                config.problem(
-                    path,
-                    '"all"',
-                    "a list of the healthy devices",
-                    f"npu-smi info on {host.host} reports {', '.join(bad)}",
-                )
-            ]
-        )
-    sources[key] = f"discovery on {host.host} (npu-smi info)"
-    return tuple(chip_id for chip_id, _ in npus)
-
-
-def _resolve_ips(
-    host: HostConfig, devices: Tuple[int, ...], discovery: Discovery, sources: Dict[str, str], index: int
-) -> Optional[Tuple[str, ...]]:
-    key = f"hosts[{index}].device_ips"
-    if host.device_ips is not None:
-        sources.setdefault(key, "yaml")  # or where the config got them (a scheduler's nodes exchanging them)
-        return host.device_ips
-    if host.host in discovery.local_names:
-        found = discovery.device_ips(devices)
-        if found is not None:
-            sources[key] = "discovery (hccn_tool)"
-            return tuple(found)
-    elif discovery.remote is not None:
-        by_device = discovery.remote[host.host].get("device_ips") or {}
-        ips = [by_device.get(str(device)) for device in devices]
-        if all(ips):
-            sources[key] = f"discovery on {host.host} (hccn_tool)"
-            return tuple(str(ip) for ip in ips)
-    return None
-
-
-def _decide_rank_table(
-    config: ClusterConfig,
-    devices_by_host: Sequence[Tuple[int, ...]],
-    ips_by_host: Sequence[Optional[Tuple[str, ...]]],
-    layout: JobLayout,
-    notes: List[str],
-    unprobed: bool = False,
-) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
-    """The HCCL rank table and its path. ``unprobed``: remote hosts' device IPs are read by their
-    preflight when the job starts, so the plan alone shows where the table goes, not what it holds."""
-    mode = config.rank_table
-    if mode is RankTableMode.NONE:
-        notes.append("no rank table (rank_table: none): RANK_TABLE_FILE is not set")
-        return None, None
-    missing = [config.hosts[i].host for i, ips in enumerate(ips_by_host) if ips is None]
-    if missing and unprobed:
-        notes.append(
-            f"rank table: the device IPs of {', '.join(missing)} are read with hccn_tool on each host "
-            "when the job starts"
-        )
-        return None, layout.rank_table_path
-    if missing:
-        if mode is RankTableMode.REQUIRED or len(config.hosts) > 1:
-            why = "rank_table: required" if mode is RankTableMode.REQUIRED else "a job on several hosts"
-            path = config.hosts[ips_by_host.index(None)].path + ("device_ips",)
-            raise ConfigError(
-                [
-                    config.problem(
-                        path,
-                        "no device IPs for " + ", ".join(missing),
-                        "device_ips for every host (or hccn_tool on the host)",
-                        f"{why} needs an HCCL rank table, which needs every NPU's IP",
-                    )
-                ]
-            )
-        notes.append(
-            "no rank table: device IPs unknown (no device_ips in the YAML, no hccn_tool); "
-            "a single-host job runs without one (rank_table: auto)"
-        )
-        return None, None
-    servers = []
-    rank = 0
-    for host, devices, ips in zip(config.hosts, devices_by_host, ips_by_host):
-        assert ips is not None
-        if len(ips) != len(devices):
-            raise ConfigError(
-                [
-                    config.problem(
-                        host.path + ("device_ips",), f"{len(ips)} addresses", f"{len(devices)}, one per device"
-                    )
-                ]
-            )
-        servers.append((host.host, [(d, ip, rank + i) for i, (d, ip) in enumerate(zip(devices, ips))]))
-        rank += len(devices)
-    table = build_rank_table(servers)
-    problems = rank_table_problems(table)
-    if problems:
-        raise PlanError("the rank table would be invalid: " + "; ".join(problems))
-    return table, layout.rank_table_path

@@ -9,7 +9,7 @@ import json
 from typing import IO, Any, Dict, Iterator, Mapping, Tuple
 
 from npulaunch.host.spec import RankSpec, compose_env
-from npulaunch.plan.build import LaunchPlan
+from npulaunch.plan.launchplan import LaunchPlan
 from npulaunch.plan.rankenv import redact_env
 
 

@@ -12,7 +12,7 @@ import shutil
 from typing import List, Mapping, Optional, Tuple
 
 from npulaunch.host.errors import PlanError
-from npulaunch.plan.build import LaunchPlan
+from npulaunch.plan.launchplan import LaunchPlan
 
 PYTHON_NAMES = ("python", "python3")
 

@@ -15,7 +15,7 @@ from npulaunch.host.errors import UsageError
 
 if TYPE_CHECKING:  # imported by the functions that use them: a plain run never loads the scheduler module
     from npulaunch.config.cluster import ClusterConfig
-    from npulaunch.plan.build import LaunchPlan
+    from npulaunch.plan.launchplan import LaunchPlan
     from npulaunch.plan.layout import JobLayout
     from npulaunch.plan.scheduler import SchedulerView
 
@@ -55,9 +55,9 @@ def load(
     scheduler the nodes swap their device IPs (plan and check only look)."""
     import time
 
-    from npulaunch.config.cluster import load_config
+    from npulaunch.config.load import load_config
     from npulaunch.config.overrides import apply_overrides, config_from_cli
-    from npulaunch.plan.build import LOCAL_HOST_NAMES, default_job_id
+    from npulaunch.plan.launchplan import LOCAL_HOST_NAMES, default_job_id
 
     if config_path:
         config = apply_overrides(load_config(config_path), overrides)
@@ -193,7 +193,8 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
         discover_usable_devices,
         free_loopback_ports,
     )
-    from npulaunch.plan.build import Discovery, build_plan
+    from npulaunch.plan.build import build_plan
+    from npulaunch.plan.launchplan import Discovery
 
     config, job_id, source = loaded.config, loaded.job_id, loaded.job_id_source
     discovery = Discovery(

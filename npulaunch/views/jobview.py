@@ -9,24 +9,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.agent.tail import last_lines
 from npulaunch.host.errors import UsageError
 from npulaunch.host.events import Event, EventKind, signature_label
+from npulaunch.host.files import read_json
 from npulaunch.plan.layout import JobLayout
 from npulaunch.views.reporttext import render_report
-
-
-def _load(path: str) -> Optional[Any]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
 
 
 def _events(layout: JobLayout, job_dir: str) -> List[Event]:
@@ -52,7 +43,7 @@ def report_text(job_dir: str, as_json: bool) -> str:
     """The finished job's report (with restarts: the last attempt's, listing every attempt), or
     its summary.json as it is."""
     layout = JobLayout.open(job_dir)
-    document = _load(layout.summary_path)
+    document = read_json(layout.summary_path)
     if document is None:
         _events(layout, job_dir)  # says whether this is a job directory at all
         raise UsageError(

@@ -20,7 +20,7 @@ from npulaunch.config.cluster import ConsoleMode
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.spec import RankSpec
-from npulaunch.plan.build import LaunchPlan
+from npulaunch.plan.launchplan import LaunchPlan
 from npulaunch.views.console import Console
 
 REFRESH_S = 0.25

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from npulaunch.plan.build import LaunchPlan
+from npulaunch.plan.launchplan import LaunchPlan
 
 
 def render_plan_table(plan: LaunchPlan) -> str:

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict
 
 import pytest
-from helpers import RANKS, run_cli, run_local
+from helpers import RANKS, run_cli, run_local, run_restarted_job
 
+from npulaunch.diagnose.jsonfields import SummaryError
 from npulaunch.diagnose.rootcause import RankGroup, RootCause
 from npulaunch.diagnose.summary import (
     AttemptCause,
@@ -22,7 +23,6 @@ from npulaunch.diagnose.summary import (
     JobStatus,
     JobSummary,
     RankSummary,
-    SummaryError,
 )
 from npulaunch.host.errors import NpulaunchError
 from npulaunch.host.events import signature_label
@@ -310,18 +310,7 @@ def test_report_of_a_summary_of_another_shape_is_an_error_not_a_traceback(tmp_pa
 
 
 def test_status_and_report_of_a_job_with_restarts(log_dir: Path, marker: str) -> None:
-    result = run_local(
-        log_dir,
-        marker,
-        "--max-restarts",
-        "2",
-        "--",
-        sys.executable,
-        str(RANKS / "rank.py"),
-        "0=connect_fails_until:3",
-        "*=ok@0.2",
-        nproc=2,
-    )
+    result = run_restarted_job(log_dir, marker, 2, 3)
     assert result.returncode == 0, result.stderr
     job = log_dir / "m"
     document = json.loads((job / "summary.json").read_text())

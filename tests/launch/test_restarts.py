@@ -7,22 +7,11 @@ import json
 import sys
 from pathlib import Path
 
-from helpers import RANKS, run_local
+from helpers import RANKS, run_local, run_restarted_job
 
 
 def test_a_retryable_failure_restarts_the_job_with_its_own_attempt_directories(log_dir: Path, marker: str) -> None:
-    result = run_local(
-        log_dir,
-        marker,
-        "--max-restarts",
-        "3",
-        "--",
-        sys.executable,
-        str(RANKS / "rank.py"),
-        "0=connect_fails_until:3",
-        "*=ok@0.2",
-        nproc=2,
-    )
+    result = run_restarted_job(log_dir, marker, 3, 3)
     assert result.returncode == 0, result.stderr
     summary = json.loads((log_dir / "m" / "summary.json").read_text())
     assert [(a["attempt"], a["status"]) for a in summary["attempts"]] == [

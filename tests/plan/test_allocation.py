@@ -9,7 +9,8 @@ from typing import Any, Dict
 import pytest
 from helpers import run_cli
 
-from npulaunch.config.cluster import ClusterConfig, parse_config
+from npulaunch.config.cluster import ClusterConfig
+from npulaunch.config.load import parse_config
 from npulaunch.config.yamlsource import parse_yaml
 from npulaunch.host.errors import ConfigError, SchedulerError
 from npulaunch.plan.allocation import exchange_needed, rank_mode_view, scheduler_config

@@ -12,13 +12,15 @@ from typing import Any, Dict, Optional, Sequence
 import pytest
 from helpers import GOLDEN, ROOT, STANDINS
 
-from npulaunch.config.cluster import ClusterConfig, load_config, parse_config
+from npulaunch.config.cluster import ClusterConfig
+from npulaunch.config.load import load_config, parse_config
 from npulaunch.config.overrides import Overrides, apply_overrides
 from npulaunch.config.yamlsource import parse_yaml
 from npulaunch.diagnose.rootcause import rank_ranges
 from npulaunch.host.discovery import discover_device_ips
 from npulaunch.host.errors import ConfigError
-from npulaunch.plan.build import Discovery, LaunchPlan, build_plan
+from npulaunch.plan.build import build_plan
+from npulaunch.plan.launchplan import Discovery, LaunchPlan
 from npulaunch.plan.rankenv import REDACTED, redact_env
 from npulaunch.plan.ranktable import render_rank_table
 

@@ -5,17 +5,17 @@ taken from it, opening a directory a user names, and a real run writing where it
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
-from helpers import RANKS, run_local
+from helpers import run_restarted_job
 
-from npulaunch.config.cluster import parse_config
+from npulaunch.config.load import parse_config
 from npulaunch.config.yamlsource import parse_yaml
 from npulaunch.host.errors import UsageError
-from npulaunch.plan.build import Discovery, build_plan
+from npulaunch.plan.build import build_plan
+from npulaunch.plan.launchplan import Discovery
 from npulaunch.plan.layout import JobLayout, RankPaths
 
 J = "/logs/job-1"
@@ -166,18 +166,7 @@ def test_open_a_directory_that_is_no_job(tmp_path: Path) -> None:
 
 
 def test_a_run_with_restarts_writes_where_the_layout_says(log_dir: Path, marker: str) -> None:
-    result = run_local(
-        log_dir,
-        marker,
-        "--max-restarts",
-        "2",
-        "--",
-        sys.executable,
-        str(RANKS / "rank.py"),
-        "0=connect_fails_until:2",
-        "*=ok",
-        nproc=2,
-    )
+    result = run_restarted_job(log_dir, marker, 2, 2, "*=ok")
     assert result.returncode == 0, result.stderr
     layout = JobLayout.open(str(log_dir / "m"))
     assert layout == JobLayout.under(str(log_dir), "m", None, 2)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import GOLDEN, ROOT, run_cli
 
-from npulaunch.config.cluster import load_config
+from npulaunch.config.load import load_config
 from npulaunch.plan.sbatch import BatchOptions, render_sbatch
 
 CONFIG = ROOT / "cluster_configs" / "slurm-4x8.yaml"

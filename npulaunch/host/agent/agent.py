@@ -3,8 +3,10 @@ launch, shipped to each host over SSH, the per-node entrypoint under a scheduler
 
 It starts this host's ranks, follows their logs, reaps them, and stops them (SIGTERM to every
 process group, SIGKILL after the grace period) when told to or when its own process is signalled.
-It reports through two callbacks (events, output lines) and decides nothing about the job as a
-whole: fail-fast is the supervisor's policy. Standard library only, Python 3.7+; single-threaded.
+It reports through two sinks (events, output lines) and decides nothing about the job as a
+whole: fail-fast is the supervisor's policy. ``run`` is the whole loop (the remote agent);
+``start`` / ``step`` / ``finish`` / ``close`` let the launcher drive it one turn at a time
+(launch/local.py). Standard library only, Python 3.7+; single-threaded.
 """
 
 from __future__ import annotations
@@ -212,14 +214,13 @@ class Agent:
         self._start_all()
 
     def step(self, timeout_s: Optional[float] = None) -> bool:
-        """One turn of the loop: reap, read the logs, then wait (at most ``timeout_s``) for a
-        signal, a command or the next poll. False once every rank has ended."""
+        """One turn of the loop: wait (at most ``timeout_s``) for a signal, a command or the next
+        poll, then reap and read the logs, so that what woke it is reported at once. False once
+        every rank has ended."""
+        self._wait(timeout_s)
         self._reap()
         self._pump()
-        if all(r.state not in (RankState.RUNNING, RankState.PENDING) for r in self.ranks):
-            return False
-        self._wait(timeout_s)
-        return True
+        return any(r.state in (RankState.RUNNING, RankState.PENDING) for r in self.ranks)
 
     def finish(self) -> AgentOutcome:
         """After the last rank ended: stop what the ranks left behind, then close."""

@@ -24,8 +24,8 @@ from typing import Any, BinaryIO, Dict, List, Optional
 
 from npulaunch.host.agent.agent import Agent
 from npulaunch.host.events import Event
-from npulaunch.host.spec import RankSpec
-from npulaunch.host.wire import FORWARDABLE_SIGNALS, Command, Done, Output, ProbeAnswer, Start, encode, event_to_json
+from npulaunch.host.spec import FORWARDABLE_SIGNALS, RankSpec
+from npulaunch.host.wire import Command, Done, Output, ProbeAnswer, Start, encode, event_to_json
 
 FIRST_LINE_TIMEOUT_S = 60.0
 DEFAULT_HEARTBEAT_TIMEOUT_S = 15.0

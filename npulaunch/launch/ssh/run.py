@@ -24,7 +24,7 @@ from npulaunch.host.wire import Closed, Command, Done, FromAgent, Output, Start
 from npulaunch.launch.runner import Item, RankOutput
 from npulaunch.launch.ssh.channel import AgentChannel
 from npulaunch.launch.ssh.fleet import Fleet
-from npulaunch.plan.build import LaunchPlan
+from npulaunch.plan.launchplan import LaunchPlan
 
 HEARTBEAT_INTERVAL_S = 2.0
 HEARTBEAT_TIMEOUT_S = 15.0  # an agent that hears nothing for this long stops its ranks
