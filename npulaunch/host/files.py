@@ -8,8 +8,6 @@ import json
 import os
 from typing import Any, Optional
 
-from npulaunch.host.errors import UsageError
-
 
 def write_private(path: str, text: str) -> None:
     """Write a file only its owner can read."""
@@ -44,6 +42,8 @@ def write_once(path: str, text: str) -> bool:
 def read_json(path: str) -> Optional[Any]:
     """A JSON file of the job directory, decoded; None when it does not exist (yet). Any other
     failure to read it is a UsageError naming the file."""
+    from npulaunch.host.errors import UsageError  # only the launcher's readers use this
+
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)

@@ -113,12 +113,14 @@ def test_rank_mode_under_srun_execs_each_rank(slurm_cluster, tmp_path: Path, mar
     config = write_job(tmp_path, marker, "*=env", devices="[0, 1, 2, 3]")
     result = srun(slurm_cluster, marker, "-N", "2", "--ntasks-per-node=2", *NPULAUNCH, "exec", str(config))
     assert result.returncode == 0, result.stderr
-    envs = {int(e["RANK_ID"]): e for e in (json.loads(x) for x in result.stdout.splitlines() if x.startswith("{"))}
+    job = next((tmp_path / "logs").iterdir())
+    # each rank keeps its environment as env.json in its directory (srun interleaves long stdout lines of
+    # several tasks, so the printed copies are not read back)
+    envs = {int(e["RANK_ID"]): e for e in (json.loads(p.read_text()) for p in job.rglob("env.json"))}
     assert sorted(envs) == [0, 1, 2, 3]
     for rank, env in envs.items():
         assert (env["RANK_SIZE"], env["DEVICE_ID"], env["NPULAUNCH_HOST"]) == ("4", str(rank % 2), f"n{rank // 2 + 1}")
         assert env["SLURM_PROCID"] == str(rank)  # the rank is the Slurm task itself: exec, nothing between
-    job = next((tmp_path / "logs").iterdir())
     table = json.loads((job / "rank_table.json").read_text())
     assert [s["server_id"] for s in table["server_list"]] == ["n1", "n2"]
     assert not list(job.glob("rank_table.json.*"))  # written once, whole

@@ -12,7 +12,6 @@ whole: fail-fast is the supervisor's policy. ``run`` is the whole loop (the remo
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -30,8 +29,7 @@ from npulaunch.host.events import Event, EventKind
 from npulaunch.host.files import write_once
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
 from npulaunch.host.spec import HostPlan, RankSpec, compose_env
-
-log = logging.getLogger(__name__)
+from npulaunch.host.trace import debug
 
 POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -136,7 +134,7 @@ class Agent:
         self._stopping = True
         self._kill_deadline = self._clock() + self.plan.grace_period_s
         self._emit(EventKind.STOP_REQUESTED, reason=reason, grace_period_s=self.plan.grace_period_s)
-        log.debug("stop (%s): SIGTERM now, SIGKILL after %g s", reason, self.plan.grace_period_s)
+        debug(__name__, "stop (%s): SIGTERM now, SIGKILL after %g s", reason, self.plan.grace_period_s)
         self._signal_everything(signal.SIGTERM)
 
     def kill(self, reason: str) -> None:
@@ -148,7 +146,7 @@ class Agent:
         self._killed = True
         alive = [r.spec.rank for r in self.ranks if r.state is RankState.RUNNING]
         self._emit(EventKind.KILL_ESCALATED, reason=reason, ranks=alive)
-        log.debug("kill (%s): SIGKILL, ranks still running: %s", reason, alive)
+        debug(__name__, "kill (%s): SIGKILL, ranks still running: %s", reason, alive)
         self._signal_everything(signal.SIGKILL)
 
     def dump_stacks(self, ranks: Sequence[int]) -> None:
@@ -173,7 +171,8 @@ class Agent:
         groups = {p.pid for p in self.ranks if p.pid is not None}
         members = procs.live_members(groups, table)
         strays = self._strays(table) - set(members)
-        log.debug(
+        debug(
+            __name__,
             "%s to process groups %s and other descendants %s",
             procs.signal_name(signum),
             sorted(set(members.values())),
@@ -235,7 +234,7 @@ class Agent:
             return
         self._closed = True
         if any(r.state is RankState.RUNNING for r in self.ranks):
-            log.debug("closing with ranks still running: SIGKILL to everything")
+            debug(__name__, "closing with ranks still running: SIGKILL to everything")
             self._signal_everything(signal.SIGKILL)
         self._dumps.close()
         for proc in self.ranks:
@@ -274,7 +273,7 @@ class Agent:
 
     def _on_signal(self, signum: int) -> None:
         name = procs.signal_name(signum)
-        log.debug("received %s", name)
+        debug(__name__, "received %s", name)
         if signum in self._forward:
             self.forward(signum)
             return
@@ -377,7 +376,7 @@ class Agent:
         if not left:
             return []
         found = sorted(left)
-        log.debug("processes left behind by the ranks: %s; TERM, grace, KILL", found)
+        debug(__name__, "processes left behind by the ranks: %s; TERM, grace, KILL", found)
         inbox = self._inbox
         assert inbox is not None
         self._signal_everything(signal.SIGTERM)

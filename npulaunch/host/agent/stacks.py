@@ -6,7 +6,6 @@ ever delays stopping the job. Standard library only, Python 3.7+.
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import subprocess
@@ -15,11 +14,10 @@ from typing import IO, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from npulaunch.host.agent import procs
 from npulaunch.host.session import STACK_SIGNAL_FILE
+from npulaunch.host.trace import debug
 
 STACK_DUMP_LIMIT_S = 10.0  # py-spy attaches in well under a second; a wedged one is killed
 FAULTHANDLER_SETTLE_S = 0.3  # faulthandler writes from the rank's signal handler: give it a moment
-
-log = logging.getLogger(__name__)
 
 
 def registered_signal(rank_dir: str) -> Tuple[int, int]:
@@ -59,7 +57,7 @@ class StackDumps:
         for rank, rank_dir, pgid in targets:
             pid, signum = registered_signal(rank_dir)
             if pid and table.get(pid) is not None and table[pid].pgid == pgid:
-                log.debug("stack dump of rank %d: signal %d to pid %d", rank, signum, pid)
+                debug(__name__, "stack dump of rank %d: signal %d to pid %d", rank, signum, pid)
                 procs.kill_pids([pid], signum)
                 batch.files.append(os.path.join(rank_dir, "stacks-%d.txt" % pid))
                 batch.settle_at = max(batch.settle_at, now + FAULTHANDLER_SETTLE_S)
@@ -72,7 +70,7 @@ class StackDumps:
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
                 )
-                log.debug("stack dump of rank %d: py-spy pid %d", rank, dumper.pid)
+                debug(__name__, "stack dump of rank %d: py-spy pid %d", rank, dumper.pid)
                 batch.dumpers.append((dumper, out))
                 batch.files.append(path)
 
