@@ -51,7 +51,7 @@ def _add_job_flags(parser: argparse.ArgumentParser) -> None:
         help="seconds between SIGTERM and SIGKILL when stopping ranks (job.grace_period_s)",
     )
     parser.add_argument("--console", choices=("all", "rank0", "none"), help="which ranks' output to show")
-    parser.add_argument("--rank-table", choices=("auto", "required", "none"), help="HCCL rank table policy")
+    parser.add_argument("--rank-table", choices=("auto", "required", "none", "cm"), help="HCCL rank table policy")
     parser.add_argument(
         "--max-restarts",
         type=int,

@@ -25,7 +25,8 @@ HOST_PATTERN = re.compile(r"^[A-Za-z0-9_.:%-]+$")
 class RankTableMode(str, Enum):
     AUTO = "auto"  # write one when device IPs are known; required for more than one host
     REQUIRED = "required"  # refuse to start without one
-    NONE = "none"  # never write one (single-host jobs, or rank-table-free set-ups)
+    NONE = "none"  # never write one (single-host jobs)
+    CM = "cm"  # rank-table-free: HCCL forms the cluster from the CM_* variables npulaunch sets (plan/rankfree.py)
 
 
 class Injection(str, Enum):

@@ -134,7 +134,7 @@ def exchange_needed(config: ClusterConfig, node: int) -> bool:
     """Whether the nodes must swap device IPs: a rank table is wanted and another node's IPs are
     not in the YAML (each node can only ask its own hccn_tool)."""
     return (
-        config.rank_table is not RankTableMode.NONE
+        config.rank_table not in (RankTableMode.NONE, RankTableMode.CM)
         and len(config.hosts) > 1
         and any(h.device_ips is None for i, h in enumerate(config.hosts) if i != node)
     )

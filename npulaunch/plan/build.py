@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from npulaunch.config.cluster import (
     ClusterConfig,
     Injection,
+    RankTableMode,
     validate_job_id,
 )
 from npulaunch.host.errors import ConfigError, ConfigProblem
@@ -21,6 +22,7 @@ from npulaunch.plan.hosts import decide_rank_table, resolve_devices, resolve_ips
 from npulaunch.plan.launchplan import Discovery, LaunchPlan
 from npulaunch.plan.layout import JobLayout
 from npulaunch.plan.rankenv import RankContext, build_rank_env
+from npulaunch.plan.rankfree import CM_VARIABLES, ClusterInfo, cm_env_problems, decide_cluster_info
 
 PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"
 ATTEMPT_VAR = "NPULAUNCH_ATTEMPT"  # 1 for the first run of the job, 2 after the first restart, ...
@@ -62,6 +64,7 @@ def build_plan(
     )
     table, table_path = decide_rank_table(config, devices_by_host, ips_by_host, layout, notes, unprobed)
     world_size = sum(len(devices) for devices in devices_by_host)
+    cluster = _cluster_info(config, devices_by_host, discovery, sources, notes, unprobed=node is None)
     warnings: List[str] = []
     if config.session_options or config.env or config.warnings:  # the catalog costs ~15 ms to import
         from npulaunch.plan.rankoptions import check_job_options, shared_dir_warnings
@@ -70,7 +73,7 @@ def build_plan(
         if errors:
             raise ConfigError(errors)
     tf_configs = _cpu_fallback(config, devices_by_host, discovery, notes, warnings) if config.cpu_fallback else []
-    job = _Job(config, job_id, job_uuid, layout, table_path, world_size)
+    job = _Job(config, job_id, job_uuid, layout, table_path, world_size, cluster)
     ranks: List[RankSpec] = []
     for node_rank, (host, devices) in enumerate(zip(config.hosts, devices_by_host)):
         for local_rank, device_id in enumerate(devices):
@@ -113,6 +116,40 @@ def build_plan(
         local_names=tuple(discovery.local_names),
         node=node,
     )
+
+
+def _cluster_info(
+    config: ClusterConfig,
+    devices_by_host: Sequence[Tuple[int, ...]],
+    discovery: Discovery,
+    sources: Dict[str, str],
+    notes: List[str],
+    unprobed: bool,
+) -> Optional[ClusterInfo]:
+    """Rank-table-free jobs: the CM_* values (plan/rankfree.py). Other jobs: refuse CM_* in the env."""
+    if config.rank_table is not RankTableMode.CM:
+        if any(name in config.env for name in CM_VARIABLES):
+            raise ConfigError(cm_env_problems(config, False))
+        return None
+    local_only = all(h.host in discovery.local_names for h in config.hosts)
+    remote = discovery.remote or {}
+    addresses = {h.host: remote[h.host]["address"] for h in config.hosts if remote.get(h.host, {}).get("address")}
+    for host in config.hosts:
+        if host.host not in discovery.local_names and host.host not in addresses:
+            found = discovery.resolve(host.host)
+            if found is not None:
+                addresses[host.host] = found
+    free = discovery.free_ports(1)[0] if local_only and "CM_CHIEF_PORT" not in config.env else None
+    unprobed = unprobed and discovery.remote is None  # over SSH, without the preflight yet (npulaunch plan)
+    cluster = decide_cluster_info(config, devices_by_host, discovery.local_names, addresses, free, sources, unprobed)
+    notes.append(
+        f"rank-table-free (rank_table: cm): HCCL forms the cluster from CM_CHIEF_IP={cluster.chief_ip}, "
+        f"CM_CHIEF_PORT={cluster.chief_port}, CM_CHIEF_DEVICE={cluster.chief_device} (the first host's first "
+        f"device), CM_WORKER_SIZE={cluster.worker_size} and each host's CM_WORKER_IP; RANK_ID, RANK_SIZE and "
+        "RANK_TABLE_FILE are not set, and HCCL numbers the ranks itself (by host address, then device): a script "
+        "reads its rank from HCCL (get_rank_id), not from the environment"
+    )
+    return cluster
 
 
 def _session_notes(
@@ -197,6 +234,7 @@ class _Job:
     layout: JobLayout  # of this attempt
     table_path: Optional[str]
     world_size: int
+    cluster: Optional[ClusterInfo] = None  # rank_table: cm
 
 
 @dataclass(frozen=True)
@@ -248,6 +286,7 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
         plog_dir=paths.plog_dir,
         rank_table_path=job.table_path,
         session_options=options,
+        cluster_env=None if job.cluster is None else job.cluster.rank_env(slot.node_rank),
     )
     env, unset, env_sources = build_rank_env(ctx, config.env)
     env[PRECEDENCE_VAR], env_sources[PRECEDENCE_VAR] = config.session_precedence.value, "launcher"

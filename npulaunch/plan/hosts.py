@@ -112,6 +112,8 @@ def decide_rank_table(
     if mode is RankTableMode.NONE:
         notes.append("no rank table (rank_table: none): RANK_TABLE_FILE is not set")
         return None, None
+    if mode is RankTableMode.CM:
+        return None, None  # rank-table-free: plan/rankfree.py decides the CM_* variables
     missing = [config.hosts[i].host for i, ips in enumerate(ips_by_host) if ips is None]
     if missing and unprobed:
         notes.append(

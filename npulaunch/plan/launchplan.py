@@ -28,6 +28,8 @@ class Discovery:
     # What each remote host's preflight probe found ("npus": [[id, health], ...] or None,
     # "device_ips": {"id": address or None} or None); None when no host was probed (``plan``).
     remote: Optional[Mapping[str, Mapping[str, Any]]] = None
+    # A host name's address (rank-table-free jobs under a scheduler: CM_WORKER_IP); None if unknown.
+    resolve: Callable[[str], Optional[str]] = lambda host: None
 
 
 @dataclass(frozen=True)

@@ -183,6 +183,16 @@ def _allocated(
     return scheduler_config(config, view, discover_usable_devices, rank_mode) + (view,)
 
 
+def _resolve_host(name: str) -> Optional[str]:
+    """A host name's IPv4 address from this machine's name service, or None."""
+    import socket
+
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        return None
+
+
 def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = None) -> "Callable[[int], LaunchPlan]":
     """attempt -> plan (a restarted job is planned again: fresh ports, its own directory).
     ``remote``: what the remote hosts' preflight found (their NPUs and device IPs)."""
@@ -204,6 +214,7 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
         npu_present=lambda: shutil.which("npu-smi") is not None,
         remote=remote,
         local_names=loaded.local_names,
+        resolve=_resolve_host,
     )
     restarted = config.job.max_restarts > 0
     first: "List[LaunchPlan]" = []  # attempt 1 is planned once, whoever asks first

@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from npulaunch.plan.rankfree import CM_VARIABLES
+
 SESSION_OPTIONS_VAR = "NPULAUNCH_SESSION_OPTIONS"
 JOB_UUID_VAR = "NPULAUNCH_JOB_UUID"
 
@@ -47,6 +49,7 @@ class RankContext:
     plog_dir: str
     rank_table_path: Optional[str]
     session_options: Mapping[str, Any]
+    cluster_env: Optional[Mapping[str, str]] = None  # rank-table-free (rank_table: cm): this rank's CM_* values
 
 
 def build_rank_env(
@@ -81,10 +84,21 @@ def build_rank_env(
         SESSION_OPTIONS_VAR: json.dumps(dict(ctx.session_options), sort_keys=True, separators=(",", ":")),
         JOB_UUID_VAR: ctx.job_uuid,
     }
-    if ctx.rank_table_path is not None:
-        launcher["RANK_TABLE_FILE"] = ctx.rank_table_path
+    if ctx.cluster_env is not None:
+        # The TF Adapter uses CM_* only without RANK_SIZE, and the docs forbid RANK_ID / RANK_SIZE /
+        # RANK_TABLE_FILE beside them (plan/rankfree.py has the sources): HCCL numbers the ranks.
+        for name in ("RANK_ID", "RANK_SIZE"):
+            del launcher[name]
+        launcher.update(ctx.cluster_env)
+        unset.extend(("RANK_ID", "RANK_SIZE", "RANK_TABLE_FILE"))
     else:
-        unset.append("RANK_TABLE_FILE")  # a stale one from the user's shell would mislead HCCL
+        if ctx.rank_table_path is not None:
+            launcher["RANK_TABLE_FILE"] = ctx.rank_table_path
+        else:
+            unset.append("RANK_TABLE_FILE")  # a stale one from the user's shell would mislead HCCL
+        # An inherited CM_WORKER_SIZE turns the TF Adapter's rank-table mode off, an inherited
+        # CM_CHIEF_IP beside RANK_TABLE_FILE turns both modes off (ge_plugin.cc, plan/rankfree.py).
+        unset.extend(name for name in CM_VARIABLES if name not in yaml_env)
     for name, value in launcher.items():
         env[name], sources[name] = value, "launcher"
     return env, tuple(unset), sources

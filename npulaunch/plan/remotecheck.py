@@ -31,7 +31,7 @@ def probe_asks(config: ClusterConfig, job_id: str) -> Dict[str, Dict[str, Any]]:
             "program": command[0],
             "job_dir": JobLayout.under(config.job.log_dir, job_id).job_dir,
             "devices": None if host.devices == ALL_DEVICES else sorted(host.devices),
-            "need_ips": host.device_ips is None and config.rank_table is not RankTableMode.NONE,
+            "need_ips": host.device_ips is None and config.rank_table not in (RankTableMode.NONE, RankTableMode.CM),
             "ips_required": config.rank_table is RankTableMode.REQUIRED or len(config.hosts) > 1,
         }
     return asks

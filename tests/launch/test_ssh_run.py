@@ -23,7 +23,15 @@ from helpers import (
 )
 
 
-def write_job(tmp_path: Path, netns_hosts, marker: str, *rank_args: str, env: str = "", grace: float = 1.0) -> Path:
+def write_job(
+    tmp_path: Path,
+    netns_hosts,
+    marker: str,
+    *rank_args: str,
+    env: str = "",
+    grace: float = 1.0,
+    rank_table: str = "none",
+) -> Path:
     """A 3-host job; the test's marker goes in the YAML env: remote ranks do not inherit the launcher's."""
     args = ", ".join(json.dumps(a) for a in rank_args)
     config = tmp_path / "job.yaml"
@@ -35,13 +43,33 @@ hosts:
   - {{host: h1, devices: 2}}
   - {{host: h2, devices: 2}}
   - {{host: h3, devices: 2}}
-rank_table: none
+rank_table: {rank_table}
 ssh: {{user: root, identity_file: {netns_hosts.client_key}, known_hosts: {netns_hosts.known_hosts},
        config: {netns_hosts.ssh_config}}}
 env:
   NPLTEST_MARKER: {marker}
 {env}""")
     return config
+
+
+def test_a_rank_table_free_job_tells_every_rank_the_chief_and_its_own_host_address(
+    netns_hosts, tmp_path: Path, marker: str
+) -> None:
+    config = write_job(tmp_path, netns_hosts, marker, "*=env", env="  CM_CHIEF_PORT: '29610'\n", rank_table="cm")
+    result = run_cli("run", str(config), "--job-id", "cm", env={"NPLTEST_MARKER": marker})
+    assert result.returncode == 0, result.stderr
+    address = {host.name: host.address for host in netns_hosts.hosts}
+    for rank in range(6):
+        host = f"h{rank // 2 + 1}"
+        env = json.loads((tmp_path / "logs" / "cm" / "hosts" / host / f"rank-{rank}" / "env.json").read_text())
+        assert (env["CM_CHIEF_IP"], env["CM_CHIEF_PORT"], env["CM_CHIEF_DEVICE"], env["CM_WORKER_SIZE"]) == (
+            address["h1"],
+            "29610",
+            "0",
+            "6",
+        )
+        assert env["CM_WORKER_IP"] == address[host]  # the address npulaunch reached the host at
+        assert not {"RANK_ID", "RANK_SIZE", "RANK_TABLE_FILE"} & set(env)
 
 
 def test_three_hosts_two_ranks_each(netns_hosts, tmp_path: Path, marker: str) -> None:

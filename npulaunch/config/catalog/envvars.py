@@ -70,44 +70,53 @@ ENV_VARS = (
         " than this value (seconds) in cluster jobs. npulaunch sets 1800 unless the YAML says"
         " otherwise.",
     ),
+    # Rank-table-free set-up (rank_table: cm): npulaunch sets these for every rank; the YAML may give
+    # CM_CHIEF_PORT. Sources: TF Adapter docs/en/tfa_env/CM_*.md and tf_adapter/util/ge_plugin.cc
+    # (hicann/tensorflow @ 82957b9); Atlas training and Atlas A2 products only.
     EnvVarSpec(
         name="CM_CHIEF_IP",
         kind="str",
         area="cluster",
-        description="IP address of the chief node when the cluster is formed without a rank table.",
-        notes="Rank-table-free set-up: the CM_* variables are used instead of RANK_TABLE_FILE.",
+        description="Host IP address the chief listens on when the cluster is formed without a rank table.",
+        notes="Rank-table-free set-up (rank_table: cm): npulaunch sets it to the first host's address. It cannot"
+        " be used together with RANK_TABLE_FILE, RANK_ID or RANK_SIZE: with RANK_TABLE_FILE the TF Adapter"
+        " configures neither mode.",
     ),
     EnvVarSpec(
         name="CM_CHIEF_PORT",
         kind="int",
         area="cluster",
-        description="Port the chief node listens on for rank-table-free cluster formation.",
-        min=1,
-        max=65535,
+        description="Port the chief listens on for rank-table-free cluster formation; must be free.",
+        min=0,
+        max=65520,
+        notes="With rank_table: cm npulaunch picks a free port when the whole job runs on this host; give it"
+        " in env for a job on several hosts.",
     ),
     EnvVarSpec(
         name="CM_CHIEF_DEVICE",
         kind="int",
         area="cluster",
-        description="Device id used by the chief in rank-table-free cluster formation.",
+        description="Logical id, on the chief's host, of the device that collects the cluster's information.",
+        min=0,
+        notes="From 0 to the host's number of devices - 1. npulaunch sets the first host's first device.",
     ),
     EnvVarSpec(
         name="CM_WORKER_IP",
         kind="str",
         area="cluster",
-        description="IP address of the node this process runs on (rank-table-free set-up).",
+        description="IP address of the NIC this host uses to talk to the chief (rank-table-free set-up).",
+        notes="npulaunch sets each host's address: 127.0.0.1 on this host, the address it reached a remote"
+        " host at over SSH, or the name service's answer under a scheduler.",
     ),
     EnvVarSpec(
         name="CM_WORKER_SIZE",
         kind="int",
         area="cluster",
-        description="Total number of devices (workers) in the rank-table-free cluster.",
-    ),
-    EnvVarSpec(
-        name="CM_RANK",
-        kind="int",
-        area="cluster",
-        description="Rank of this worker in the rank-table-free cluster.",
+        description="Total number of devices (ranks) of the rank-table-free job, on all hosts together.",
+        min=0,
+        max=32768,
+        notes="Set, it turns the TF Adapter's rank-table mode off, so npulaunch removes an inherited value"
+        " when a rank table is used. CANN 6.0.1's guide gave 0 to 4096.",
     ),
     # --- device: which NPU a process drives ----------------------------------------------------
     EnvVarSpec(

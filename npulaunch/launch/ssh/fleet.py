@@ -73,10 +73,18 @@ class Fleet:
                 continue
             problems[host], warnings = judge(host, asks[host], message.facts, sent, time.time())
             self.warnings.extend(warnings)
-            self.facts[host] = remote_facts(message.facts)
+            self.facts[host] = dict(remote_facts(message.facts), address=self._address(host))
         for host in pending:
             problems[host] = [f"{host}: no answer to the preflight within {PROBE_TIMEOUT_S:g} s"]
         return {host: found for host, found in problems.items() if found}
+
+    def _address(self, host: str) -> Optional[str]:
+        """The address this launcher reached ``host`` at (a rank-table-free job's CM_WORKER_IP)."""
+        transport = self.connections[host].client.get_transport()
+        try:
+            return str(transport.getpeername()[0]) if transport is not None else None
+        except OSError:
+            return None
 
     def start_agent(
         self, host: str, messages: "queue.Queue[Tuple[str, FromAgent]]", first: ToAgent, wake_fd: Optional[int] = None
