@@ -28,6 +28,16 @@ NPULAUNCH_PREFIX = "NPULAUNCH_"
 def env_problems(yaml_env: Mapping[str, Optional[str]]) -> List[Tuple[str, str, str, str]]:
     """Problems with the user's env: ``(name, found, allowed, hint)`` for each."""
     problems = []
+    if yaml_env.get("POD_NAME") is not None:
+        problems.append(
+            (
+                "POD_NAME",
+                "POD_NAME in env",
+                "no POD_NAME (npulaunch removes it from every rank)",
+                "the TF Adapter would take the rank's identity from it instead of RANK_ID, and npulaunch's "
+                "rank table names ranks by id",
+            )
+        )
     for name in yaml_env:
         if name in RANK_VARIABLES or name.startswith(NPULAUNCH_PREFIX):
             hint = "use job.id (or --job-id)" if name == "JOB_ID" else "npulaunch sets it for every rank"

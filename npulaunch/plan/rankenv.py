@@ -15,6 +15,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from npulaunch.plan.rankfree import CM_VARIABLES
 
+# Identities the TF Adapter prefers to RANK_ID: with RANK_TABLE_FILE set, a POD_NAME (Kubernetes puts
+# one in every pod) makes it look the rank up by pod name and never read RANK_ID (Ascend/tensorflow
+# tf_adapter/util/ge_plugin.cc @ 027d64c, GePlugin::Init). npulaunch's rank table names ranks by id.
+IDENTITY_OVERRIDES = ("POD_NAME",)
 SESSION_OPTIONS_VAR = "NPULAUNCH_SESSION_OPTIONS"
 JOB_UUID_VAR = "NPULAUNCH_JOB_UUID"
 
@@ -84,6 +88,7 @@ def build_rank_env(
         SESSION_OPTIONS_VAR: json.dumps(dict(ctx.session_options), sort_keys=True, separators=(",", ":")),
         JOB_UUID_VAR: ctx.job_uuid,
     }
+    unset.extend(IDENTITY_OVERRIDES)
     if ctx.cluster_env is not None:
         # The TF Adapter uses CM_* only without RANK_SIZE, and the docs forbid RANK_ID / RANK_SIZE /
         # RANK_TABLE_FILE beside them (plan/rankfree.py has the sources): HCCL numbers the ranks.

@@ -166,3 +166,11 @@ def test_a_real_rank_table_free_run_reaches_the_ranks_without_inherited_rank_var
         )
         assert env["ASCEND_DEVICE_ID"] == str(rank)
     assert envs[0]["CM_CHIEF_PORT"] == envs[1]["CM_CHIEF_PORT"]
+
+
+def test_an_inherited_pod_name_never_reaches_a_rank_and_the_yaml_may_not_set_one() -> None:
+    for extra in ("", "rank_table: cm\n"):
+        spec = plan_of(config_of("  - {host: localhost, devices: [0]}\n", extra)).ranks[0]
+        assert "POD_NAME" in spec.env_unset and "POD_NAME" not in spec.env
+    with pytest.raises(ConfigError, match=r"env\.POD_NAME: found POD_NAME in env; allowed: no POD_NAME"):
+        config_of("  - {host: localhost, devices: [0]}\n", "env: {POD_NAME: trainer-0}\n")
