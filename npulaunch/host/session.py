@@ -132,12 +132,41 @@ def _npu_optimizer(config: Any) -> Any:
     return custom
 
 
+# Options the TF Adapter refuses together in one session ("'precision_mode' and 'precision_mode_v2' can
+# not be assigned at the same time", an error at the first session.run): hicann/tensorflow
+# tf_adapter/util/npu_attrs.cc @ 82957b9, SetNpuOptimizerAttr. When the script sets one and the YAML
+# the other, only the side that wins the precedence keeps its own.
+EXCLUSIVE_OPTIONS = (("precision_mode", "precision_mode_v2"),)
+
+
+def _exclusive_conflicts(custom: Any, values: Dict[str, Any], prefer: str) -> Tuple[Dict[str, Any], List[str]]:
+    """``values`` without what must give way to the script's own exclusive option (prefer
+    "script"), or with the script's removed (prefer "yaml"); and what was decided."""
+    kept, conflicts = dict(values), []
+    for group in EXCLUSIVE_OPTIONS:
+        script = [name for name in group if name in custom.parameter_map and name not in values]
+        yaml = [name for name in group if name in values and name not in custom.parameter_map]
+        if not script or not yaml:
+            continue
+        if prefer == "script":
+            for name in yaml:
+                del kept[name]
+        else:
+            for name in script:
+                del custom.parameter_map[name]
+        conflicts.append(
+            "session options %s and %s cannot be used together: the script sets %s, the YAML %s; keeping %s"
+            % (group[0], group[1], script[0], yaml[0], "the script's" if prefer == "script" else "the YAML's")
+        )
+    return kept, conflicts
+
+
 def apply_options(config: Any, values: Dict[str, Any], prefer: str = "script") -> List[str]:
     """Merge ``values`` into ``config`` in place; return one message per option both the script
     and the YAML set differently (``prefer`` decides which wins)."""
     _, rewriter = _tensorflow()
     custom = _npu_optimizer(config)
-    conflicts = []
+    values, conflicts = _exclusive_conflicts(custom, values, prefer)
     for name in sorted(values):
         value = values[name]
         if name in custom.parameter_map:

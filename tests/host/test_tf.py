@@ -239,3 +239,45 @@ def test_options_land_in_tensorflow_1_15_sessions(tmp_path: Path) -> None:
         assert seen["params"]["iterations_per_loop"] == ["i", 10 if way == "plain" else 5], way
         assert seen["remapping"] == 2 and seen["memory_optimization"] == 2
     assert ways["config"]["script_config_unchanged"] is True
+
+
+MERGE_EXCLUSIVE = """
+import json, sys
+import tensorflow as tf
+from npulaunch.host import session
+config = tf.compat.v1.ConfigProto()
+custom = config.graph_options.rewrite_options.custom_optimizers.add()
+custom.name = "NpuOptimizer"
+custom.parameter_map["precision_mode"].s = b"allow_mix_precision"  # the script's own, as ModelZoo scripts do
+out = {}
+for prefer in ("script", "yaml"):
+    merged = tf.compat.v1.ConfigProto()
+    merged.CopyFrom(config)
+    conflicts = session.apply_options(merged, {"precision_mode_v2": "mixed_float16", "hcom_parallel": True}, prefer)
+    out[prefer] = {"options": session.effective_options(merged), "conflicts": conflicts}
+print(json.dumps(out))
+"""
+
+
+def test_a_yaml_option_exclusive_with_the_scripts_own_never_reaches_the_session_beside_it() -> None:
+    """The TF Adapter fails the first session.run when precision_mode and precision_mode_v2 are both set."""
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-c", MERGE_EXCLUSIVE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3"),
+    )
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    script, yaml = out["script"], out["yaml"]
+    assert script["options"]["precision_mode"] == "allow_mix_precision" and "precision_mode_v2" not in script["options"]
+    assert yaml["options"]["precision_mode_v2"] == "mixed_float16" and "precision_mode" not in yaml["options"]
+    assert script["options"]["hcom_parallel"] is True and yaml["options"]["hcom_parallel"] is True
+    assert script["conflicts"] == [
+        "session options precision_mode and precision_mode_v2 cannot be used together: the script sets "
+        "precision_mode, the YAML precision_mode_v2; keeping the script's"
+    ]
+    assert yaml["conflicts"][0].endswith("keeping the YAML's")
