@@ -80,9 +80,69 @@ def options(environ: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     return json.loads(text) if text else {}
 
 
+# The session options NPURunConfig takes only inside a config object: argument -> (class, {option:
+# the class's argument}). hicann/tensorflow tf_adapter/python/npu_bridge/estimator/npu/npu_config.py
+# @ 82957b9 (NPURunConfig, DumpConfig, ProfilingConfig, MemoryConfig, DynamicInputConfig).
+RUN_CONFIG_OBJECTS = {
+    "dump_config": (
+        "DumpConfig",
+        {
+            name: name
+            for name in (
+                "enable_dump",
+                "dump_path",
+                "dump_step",
+                "dump_mode",
+                "enable_dump_debug",
+                "dump_debug_mode",
+                "dump_data",
+                "dump_layer",
+            )
+        },
+    ),
+    "profiling_config": (
+        "ProfilingConfig",
+        {"profiling_mode": "enable_profiling", "profiling_options": "profiling_options"},
+    ),
+    "memory_config": (
+        "MemoryConfig",
+        {name: name for name in ("atomic_clean_policy", "static_memory_policy", "variable_use_1g_huge_page")},
+    ),
+    "dynamic_input_config": (
+        "DynamicInputConfig",
+        {name: name for name in ("input_shape", "dynamic_dims", "dynamic_node_type", "compile_hybrid_mode")},
+    ),
+}
+
+
 def run_config_kwargs() -> Dict[str, Any]:
-    """Keyword arguments for an NPURunConfig-style estimator config (it takes the same names)."""
-    return dict(options())
+    """Keyword arguments for npu_bridge's ``NPURunConfig``: the options it has an argument for, by
+    their names in its real signature, and the dump, profiling, memory and dynamic-input options
+    inside the config objects it takes them in. An option it has no argument for is left out,
+    with a warning (set it on a session config with ``npu_config`` instead). Needs npu_bridge."""
+    import inspect
+
+    from npu_bridge.estimator.npu import npu_config as objects
+
+    accepted = set(inspect.signature(objects.NPURunConfig.__init__).parameters) - {"self"}
+    values = options()
+    kwargs: Dict[str, Any] = {}
+    for argument, (class_name, fields) in RUN_CONFIG_OBJECTS.items():
+        given = {field: values.pop(name) for name, field in fields.items() if name in values}
+        if given and argument in accepted and hasattr(objects, class_name):
+            kwargs[argument] = getattr(objects, class_name)(**given)
+        elif given:
+            values.update({name: given[field] for name, field in fields.items() if field in given})
+    left = sorted(name for name in values if name not in accepted)
+    kwargs.update((name, value) for name, value in values.items() if name in accepted)
+    if left:
+        message = "NPURunConfig has no argument for session option(s) %s: not passed (use npu_config)" % (
+            ", ".join(left)
+        )
+        if message not in _warned:
+            _warned.add(message)
+            sys.stderr.write("npulaunch: warning: " + message + "\n")
+    return kwargs
 
 
 def _tensorflow() -> Tuple[Any, Any]:

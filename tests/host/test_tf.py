@@ -281,3 +281,77 @@ def test_a_yaml_option_exclusive_with_the_scripts_own_never_reaches_the_session_
         "precision_mode, the YAML precision_mode_v2; keeping the script's"
     ]
     assert yaml["conflicts"][0].endswith("keeping the YAML's")
+
+
+RUN_CONFIG = """
+import json, sys
+from npulaunch.host import session
+from npu_bridge.estimator.npu.npu_config import NPURunConfig
+config = NPURunConfig(**session.run_config_kwargs())  # the real argument names: a wrong one is a TypeError
+given = {k: (type(v).__name__, v.given) if hasattr(v, "given") else v for k, v in config.given.items()}
+print(json.dumps(given, sort_keys=True, default=str))
+"""
+
+
+def test_run_config_kwargs_fit_npurunconfigs_real_signature() -> None:
+    """Every catalog option with an example: what NPURunConfig takes by name, the dump, profiling,
+    memory and dynamic-input options in their config objects, the rest left out with a warning."""
+    import subprocess
+
+    from npulaunch.config.catalog.options import OPTIONS
+
+    planned = {spec.name: spec.example for spec in OPTIONS if spec.example is not None}
+    assert len(planned) > 40
+    env = dict(
+        os.environ, PYTHONPATH=f"{STANDINS / 'python'}{os.pathsep}{ROOT}", NPULAUNCH_SESSION_OPTIONS=json.dumps(planned)
+    )
+    result = subprocess.run([sys.executable, "-c", RUN_CONFIG], capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    given = json.loads(result.stdout)
+    if "enable_dump" in planned:
+        assert (
+            given["dump_config"][0] == "DumpConfig" and given["dump_config"][1]["enable_dump"] == planned["enable_dump"]
+        )
+    if "profiling_mode" in planned:
+        assert given["profiling_config"] == [
+            "ProfilingConfig",
+            {
+                k: v
+                for k, v in (
+                    ("enable_profiling", planned.get("profiling_mode")),
+                    ("profiling_options", planned.get("profiling_options")),
+                )
+                if v is not None
+            },
+        ]
+    assert given["iterations_per_loop"] == planned["iterations_per_loop"]
+    left = sorted(
+        set(planned)
+        - set(given)
+        - {
+            name
+            for name in planned
+            if name
+            in (
+                "enable_dump",
+                "dump_path",
+                "dump_step",
+                "dump_mode",
+                "enable_dump_debug",
+                "dump_debug_mode",
+                "dump_data",
+                "dump_layer",
+                "profiling_mode",
+                "profiling_options",
+                "atomic_clean_policy",
+                "static_memory_policy",
+                "variable_use_1g_huge_page",
+                "input_shape",
+                "dynamic_dims",
+                "dynamic_node_type",
+                "compile_hybrid_mode",
+            )
+        }
+    )
+    assert left, "some catalog options have no NPURunConfig argument (fp_point, use_off_line, ...)"
+    assert f"NPURunConfig has no argument for session option(s) {', '.join(left)}" in result.stderr
