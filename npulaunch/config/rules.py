@@ -236,7 +236,25 @@ def companions(ctx: RuleContext) -> List[Finding]:
         requires(ctx, "local_device_list", "local_rank_id", why="the main process is named by local_rank_id")
         + requires(ctx, "in_out_pair", "mix_compile_mode", True, "in_out_pair is a mixed-computing option")
         + requires(ctx, "in_out_pair_flag", "in_out_pair", why="the flag applies to in_out_pair's operators")
+        + _single_iteration_when_mixed(ctx)
     )
+
+
+def _single_iteration_when_mixed(ctx: RuleContext) -> List[Finding]:
+    """NPURunConfig refuses iterations_per_loop other than 1 with mix_compile_mode (TF Adapter
+    npu_config.py @ 82957b9: '"iterations_per_loop" must be 1 with "mix_compile_mode" is True')."""
+    loops = ctx.options.get("iterations_per_loop", 1)
+    if ctx.options.get("mix_compile_mode") is True and loops != 1:
+        return [
+            Finding(
+                ERROR,
+                ("iterations_per_loop", "mix_compile_mode"),
+                f"iterations_per_loop: {loops} with mix_compile_mode: true",
+                "iterations_per_loop: 1",
+                "mixed computing runs one iteration per sess.run()",
+            )
+        ]
+    return []
 
 
 @rule

@@ -43,6 +43,12 @@ SHAPE = {"input_shape": "data:1,-1;label:-1", "dynamic_node_type": 1}
 CASES = [
     # (id, violating options/env, passing options/env, names the error must carry)
     (
+        "one-iteration-per-loop-when-mixed",
+        dict(options={"mix_compile_mode": True, "iterations_per_loop": 10}),
+        dict(options={"mix_compile_mode": True, "iterations_per_loop": 1}),
+        {"iterations_per_loop", "mix_compile_mode"},
+    ),
+    (
         "stream-sync-vs-hccl-timeout",
         dict(options={"stream_sync_timeout": 600000, "hccl_timeout": 1800}),
         dict(options={"stream_sync_timeout": 1900000, "hccl_timeout": 1800}),

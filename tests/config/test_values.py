@@ -75,6 +75,8 @@ def test_accepted(option: OptionSpec, value: Any, rendered: Any) -> None:
         (spec(type="b"), 1, "a boolean"),
         (spec(type="i"), True, "an integer"),
         (spec(type="i", min=0, max=10), 11, "from 0 to 10"),
+        (spec(type="i", min=1), 0, "an integer of at least 1"),  # iterations_per_loop's bound
+        (spec(type="i", max=5), 6, "an integer of at most 5"),
         (spec(), 3, "a string"),
         (spec(choices=("a", "b")), "c", "one of 'a', 'b'"),
         (spec("dump_step"), [0, "5-3"], "ranges low-high"),

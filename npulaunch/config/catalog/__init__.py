@@ -128,8 +128,12 @@ def allowed_text(spec: OptionSpec) -> str:
             repr(c) if isinstance(c, str) else str(c).lower() if isinstance(c, bool) else str(c) for c in spec.choices
         )
     kind = {"b": "a boolean", "i": "an integer", "s": "a string"}[spec.type]
-    if spec.min is not None or spec.max is not None:
-        kind += f" from {_number(spec.min) or '-inf'} to {_number(spec.max) or 'inf'}"
+    if spec.min is not None and spec.max is not None:
+        kind += f" from {_number(spec.min)} to {_number(spec.max)}"
+    elif spec.min is not None:
+        kind += f" of at least {_number(spec.min)}"
+    elif spec.max is not None:
+        kind += f" of at most {_number(spec.max)}"
     if spec.form:
         kind += f" ({spec.form.replace('_', ' ')})"
     return kind

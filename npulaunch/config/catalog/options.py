@@ -552,6 +552,7 @@ OPTIONS = (
         area="performance",
         scenario="training",
         description="Iterations the device runs per sess.run() call, as also given to set_iteration_per_loop.",
+        min=1,  # NPURunConfig: check_positive_integer (TF Adapter npu_config.py @ 82957b9)
         notes="Must equal the iterations_per_loop passed to set_iteration_per_loop (it is used to check it). Small "
         "loops can make experimental_accelerate_train_mode split training inaccurately.",
         example=10,
