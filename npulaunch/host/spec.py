@@ -38,6 +38,9 @@ class RankSpec:
     plog_dir: str
     # path-like variables to put entries in front of, keeping the host's own value after them
     env_prepend: Dict[str, str] = field(default_factory=dict)
+    # Directories the rank's session options make CANN write to (dump_path, work_path, compile caches,
+    # profiling output, ...), absolute: some must exist before the session starts, so they are made first.
+    make_dirs: Tuple[Tuple[str, str], ...] = ()  # (option, directory)
 
     @property
     def label(self) -> str:
@@ -48,6 +51,7 @@ class RankSpec:
         data = asdict(self)
         data["argv"] = list(self.argv)
         data["env_unset"] = list(self.env_unset)
+        data["make_dirs"] = [list(pair) for pair in self.make_dirs]
         return data
 
     @classmethod
@@ -55,6 +59,7 @@ class RankSpec:
         values = dict(data)
         values["argv"] = tuple(values["argv"])
         values["env_unset"] = tuple(values["env_unset"])
+        values["make_dirs"] = tuple((str(a), str(b)) for a, b in values.get("make_dirs", ()))
         return cls(**values)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from npulaunch.host.agent.agent import prepare_rank
+from npulaunch.host.agent.prepare import prepare_rank
 from npulaunch.host.errors import NpulaunchError, UsageError
 from npulaunch.host.files import write_once
 from npulaunch.plan.planjson import render_plan_json

@@ -118,6 +118,14 @@ def build_plan(
     )
 
 
+def _written_dirs(options: Dict[str, Any], cwd: str) -> Tuple[Tuple[str, str], ...]:
+    if not options:
+        return ()
+    from npulaunch.plan.rankoptions import written_dirs  # with the catalog: imported only when options exist
+
+    return written_dirs(options, cwd)
+
+
 def _cluster_info(
     config: ClusterConfig,
     devices_by_host: Sequence[Tuple[int, ...]],
@@ -313,4 +321,5 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
         stderr_path=paths.stderr,
         plog_dir=paths.plog_dir,
         env_prepend=prepend,
+        make_dirs=_written_dirs(options, config.job.workdir),
     )

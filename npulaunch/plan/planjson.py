@@ -37,6 +37,7 @@ def rank_to_dict(spec: RankSpec, inherited: Mapping[str, str]) -> Dict[str, Any]
         "stdout": spec.stdout_path,
         "stderr": spec.stderr_path,
         "plog_dir": spec.plog_dir,
+        "make_dirs": {option: path for option, path in spec.make_dirs},
     }
 
 

@@ -39,12 +39,44 @@ def local_problems(plan: LaunchPlan, inherited: Mapping[str, str]) -> List[str]:
         script = python_script(spec.argv)
         if script is not None and not os.path.isfile(os.path.join(spec.cwd, script)):
             problems.append(f"script {script} does not exist (from working directory {spec.cwd})")
+    problems.extend(_written_dir_problems(plan))
     if os.path.exists(plan.attempt_dir if plan.node is not None else plan.job_dir):  # nodes share a job dir
         problems.append(
             f"job directory {plan.attempt_dir if plan.node is not None else plan.job_dir} already "
             "exists: choose another --job-id or remove it"
         )
     return problems
+
+
+def _written_dir_problems(plan: LaunchPlan) -> List[str]:
+    """The directories the ranks' options make CANN write to must exist or be creatable by this user
+    (each is made before its rank starts; CANN refuses a dump_path, work_path or graph compile cache
+    that does not exist)."""
+    problems, seen = [], set()
+    for spec in plan.this_host_plan.ranks:
+        for option, directory in spec.make_dirs:
+            if directory in seen:
+                continue
+            seen.add(directory)
+            why = _why_not_creatable(directory)
+            if why:
+                problems.append(f"session option {option} of rank {spec.rank}: directory {directory} {why}")
+    return problems
+
+
+def _why_not_creatable(directory: str) -> str:
+    """Why ``directory`` cannot be written to or made here; empty when it can."""
+    path = directory
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    if not os.path.isdir(path):
+        return f"cannot be made: {path} is not a directory"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return "is not writable" if path == directory else f"cannot be made: {path} is not writable"
+    return ""
 
 
 def python_script(argv: Tuple[str, ...]) -> Optional[str]:

@@ -8,6 +8,7 @@ warning lines, and warns when ranks of one host would still write to the same di
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from npulaunch.config.catalog.options import OPTIONS
@@ -82,6 +83,22 @@ def options_for_rank(options: Mapping[str, Any], values: Mapping[str, Any]) -> D
             profiling["output"] = expand_templates(profiling["output"], values)
             result["profiling_options"] = json.dumps(profiling, separators=(",", ":"))
     return result
+
+
+def written_dirs(options: Mapping[str, Any], cwd: str) -> Tuple[Tuple[str, str], ...]:
+    """``(option, absolute directory)`` for every directory one rank's options make CANN write to:
+    dump_path, work_path, debug_dir, op_compiler_cache_dir, graph_compiler_cache_dir, and
+    profiling_options' output. Relative ones are relative to the rank's working directory."""
+    found = [
+        (name, options[name])
+        for name in WRITES
+        if name != "profiling_options" and isinstance(options.get(name), str) and options[name]
+    ]
+    if isinstance(options.get("profiling_options"), str):
+        output = json.loads(options["profiling_options"]).get("output")
+        if isinstance(output, str) and output:
+            found.append(("profiling_options.output", output))
+    return tuple((name, os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))) for name, path in found)
 
 
 def shared_dir_warnings(per_rank: Sequence[Tuple[str, int, Mapping[str, Any]]]) -> List[str]:

@@ -35,6 +35,14 @@ def render_plan_table(plan: LaunchPlan) -> str:
         lines.extend(f"  rank {s.rank}: {json.dumps(s.session_options, sort_keys=True)}" for s in shown)
         if len(plan.ranks) > len(shown):
             lines.append(f"  ... {len(plan.ranks) - len(shown)} more ranks in plan --json")
+    with_dirs = [spec for spec in plan.ranks if spec.make_dirs][:8]
+    if with_dirs:
+        lines.append("directories CANN writes to, made before each rank starts:")
+        lines.extend(
+            f"  rank {s.rank}: " + ", ".join(f"{option} {path}" for option, path in s.make_dirs) for s in with_dirs
+        )
+        if len(plan.ranks) > len(with_dirs):
+            lines.append(f"  ... {len(plan.ranks) - len(with_dirs)} more ranks in plan --json")
     for note in plan.notes:
         lines.append(f"note: {note}")
     lines.extend(plan.warnings)

@@ -23,12 +23,13 @@ from npulaunch.host.agent import procs
 from npulaunch.host.agent.guard import Guard
 from npulaunch.host.agent.inbox import SignalInbox
 from npulaunch.host.agent.monitor import Monitor
+from npulaunch.host.agent.prepare import prepare_rank
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S, StackDumps
 from npulaunch.host.agent.tail import FileTail, Line
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.files import write_once
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
-from npulaunch.host.spec import HostPlan, RankSpec, compose_env
+from npulaunch.host.spec import HostPlan, RankSpec
 from npulaunch.host.trace import debug
 
 POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
@@ -37,14 +38,6 @@ SPAWN_FAILED_EXIT_CODE = 127
 
 OutputSink = Callable[[RankSpec, str, List[Line]], None]
 EventSink = Callable[[Event], None]
-
-
-def prepare_rank(spec: RankSpec, base_env: Mapping[str, str]) -> Dict[str, str]:
-    """Create the rank's directories and return its environment (``compose_env`` over ``base_env``,
-    with this host's copy of the injection hook)."""
-    for directory in (spec.rank_dir, spec.plog_dir):
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-    return compose_env(spec, base_env)[0]
 
 
 @dataclass
@@ -302,17 +295,29 @@ class Agent:
 
     def _start(self, proc: RankProcess) -> None:
         spec = proc.spec
-        env = prepare_rank(spec, self._base_env)
-        proc.tails = (FileTail(spec.stdout_path), FileTail(spec.stderr_path))
         proc.start_time = time.time()
+        try:
+            env = prepare_rank(spec, self._base_env)
+        except OSError as exc:
+            self._spawn_failed(proc, str(exc.strerror or exc))
+            return
+        proc.tails = (FileTail(spec.stdout_path), FileTail(spec.stderr_path))
         try:
             popen = procs.spawn(spec.argv, spec.cwd, env, spec.stdout_path, spec.stderr_path)
         except OSError as exc:
-            proc.state, proc.end_time = RankState.SPAWN_FAILED, time.time()
-            proc.exit_code = SPAWN_FAILED_EXIT_CODE
-            proc.error = f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}"
-            self._emit(EventKind.RANK_SPAWN_FAILED, spec.rank, error=proc.error, argv=list(spec.argv))
+            self._spawn_failed(proc, f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}")
             return
+        self._started(proc, popen)
+
+    def _spawn_failed(self, proc: RankProcess, error: str) -> None:
+        spec = proc.spec
+        proc.state, proc.end_time = RankState.SPAWN_FAILED, time.time()
+        proc.exit_code = SPAWN_FAILED_EXIT_CODE
+        proc.error = error
+        self._emit(EventKind.RANK_SPAWN_FAILED, spec.rank, error=proc.error, argv=list(spec.argv))
+
+    def _started(self, proc: RankProcess, popen: "subprocess.Popen[bytes]") -> None:
+        spec = proc.spec
         proc.popen, proc.pid, proc.state = popen, popen.pid, RankState.RUNNING
         self._by_pid[popen.pid] = proc
         self.monitor.started(spec.rank)
