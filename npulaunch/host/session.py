@@ -27,6 +27,7 @@ __all__ = [
     "HEARTBEAT_FILE",
     "STACK_SIGNAL_FILE",
     "STACK_DUMP_SIGNAL",
+    "GLOBAL_OPTIONS",
     "INIT_SESSION_OPTIONS",
     "options",
     "run_config_kwargs",
@@ -49,26 +50,66 @@ STACK_DUMP_SIGNAL = 40  # a real-time signal (SIGRTMIN+6 on Linux): no library u
 #                         only to processes that registered a handler for it here
 OPTIMIZER = "NpuOptimizer"
 
-# The options CANN requires on the separate session that runs npu_ops.initialize_system(), when
-# the training uses them (seed 002, table 1).
-INIT_SESSION_OPTIONS = (
+# The options GE reads once per process, when it initialises (GEInitialize): the first session
+# that initialises GE (the one running npu_ops.initialize_system(), or the first with an NPU graph)
+# fixes them, and a later session's values do nothing (GePlugin::Init returns at once when GE is
+# already initialised). So they go on the initialisation session too, with the training session's
+# values. Sources, hicann/tensorflow @ 82957b9 (= tag tfa_v0.0.48_9.0.0 for these files):
+# tf_adapter/util/npu_attrs.cc SetNpuOptimizerAttr (the parameters it copies into the process-wide
+# init_options_, lines 2124-2802) and GetInitOptions (719-886); tf_adapter/util/ge_plugin.cc Init
+# (154-159); tf_adapter/kernels/npu_sys_ctl_ops.cc (NPUInit). Versions (Ascend/tensorflow branches):
+# deterministic moved from the session to the init path in fa96bfa (2023-01, r1.12.0 on);
+# precision_mode_v2 exists from r1.13.0 (2ab9986, 2023-06); jit_compile was on the init path in
+# r1.10.0 only; aicore_num, export_compile_stat, oo_constant_folding and input_batch_cpy are new in
+# 9.0.0's adapter. An adapter ignores parameters it does not know, so the union of every version's
+# global options is carried: what one version reads at initialisation always reaches it.
+GLOBAL_OPTIONS = (
+    "aicore_num",
+    "aoe_config_file",
+    "aoe_mode",
+    "auto_tune_mode",
+    "customize_dtypes",
+    "debug_dir",
+    "deterministic",
+    "dump_data",
+    "enable_exception_dump",
+    "enable_scope_fusion_passes",
+    "event_sync_timeout",
+    "export_compile_stat",
+    "fusion_switch_file",
+    "graph_run_mode",
+    "hccl_timeout",
+    "input_batch_cpy",
+    "jit_compile",
+    "modify_mixlist",
+    "oo_constant_folding",
+    "op_compiler_cache_dir",
+    "op_compiler_cache_mode",
+    "op_debug_config",
+    "op_debug_level",
+    "op_execute_timeout",
+    "op_precision_mode",
+    "op_select_implmode",
+    "op_wait_timeout",
+    "optypelist_for_implmode",
+    "precision_mode",
+    "precision_mode_v2",
     "profiling_mode",
     "profiling_options",
-    "fp_point",
-    "bp_point",
-    "enable_dump",
-    "dump_path",
-    "dump_step",
-    "dump_mode",
-    "enable_dump_debug",
-    "dump_debug_mode",
-    "precision_mode",
-    "auto_tune_mode",
-    "graph_run_mode",
-    "op_debug_level",
-    "enable_exception_dump",
-    "op_select_implmode",
-    "optypelist_for_implmode",
+    "static_memory_policy",
+    "stream_sync_timeout",
+    "variable_use_1g_huge_page",
+    "work_path",
+)
+
+# The options CANN's initialize_system document (seed 002, table 1) requires on that session when the
+# training uses them, beyond the global ones: the dump settings and the iteration-trace points.
+INIT_SESSION_OPTIONS = tuple(
+    sorted(
+        set(GLOBAL_OPTIONS)
+        | {"fp_point", "bp_point", "enable_dump", "dump_path", "dump_step", "dump_mode"}
+        | {"enable_dump_debug", "dump_debug_mode"}
+    )
 )
 
 _warned = set()  # type: set
@@ -260,8 +301,36 @@ def effective_options(config: Any) -> Dict[str, Any]:
     return {}
 
 
+_sessions = []  # type: List[Dict[str, Any]]  # what record() saw, in order
+_ge_globals = None  # type: Optional[Dict[str, Any]]  # the global options of this process's first NPU session
+
+
+def global_differences(effective: Dict[str, Any]) -> List[str]:
+    """One message per global option (read once, when GE initialises) that this session sets
+    differently from the first NPU session of the process, which GE took them from."""
+    global _ge_globals
+    mine = {name: value for name, value in effective.items() if name in GLOBAL_OPTIONS}
+    if _ge_globals is None:
+        if effective:
+            _ge_globals = mine
+        return []
+    return [
+        "session option %s is read once, when GE initialises: the process's first NPU session had %s, "
+        "this one %s; GE keeps the first (set it the same on every session, initialize_system's included)"
+        % (name, _shown(_ge_globals.get(name)), _shown(mine.get(name)))
+        for name in sorted(set(mine) | set(_ge_globals))
+        if mine.get(name) != _ge_globals.get(name)
+    ]
+
+
+def _shown(value: Any) -> str:
+    return "no value" if value is None else repr(value)
+
+
 def record(config: Any, via: str, conflicts: List[str]) -> None:
     """Write what this rank's session actually got into its directory of the job."""
+    effective = effective_options(config)
+    conflicts = conflicts + global_differences(effective)
     rank_dir = os.environ.get(RANK_DIR_VAR)
     for message in conflicts:
         if message not in _warned:
@@ -269,7 +338,10 @@ def record(config: Any, via: str, conflicts: List[str]) -> None:
             sys.stderr.write("npulaunch: warning: " + message + "\n")
     if not rank_dir or not os.path.isdir(rank_dir):
         return
-    data = {"via": via, "pid": os.getpid(), "options": effective_options(config), "conflicts": conflicts}
+    if len(_sessions) < 16:  # a script may make a session per evaluation: the first few tell the story
+        _sessions.append({"via": via, "options": effective, "conflicts": conflicts})
+    # the newest session's at the top level; every session of the process in order under "sessions"
+    data = {"via": via, "pid": os.getpid(), "options": effective, "conflicts": conflicts, "sessions": _sessions}
     path = os.path.join(rank_dir, EFFECTIVE_FILE)
     with open(path + ".tmp", "w") as handle:
         json.dump(data, handle, indent=2, sort_keys=True)

@@ -13,13 +13,15 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from npulaunch.config.catalog.options import OPTIONS
 from npulaunch.config.cluster import ClusterConfig
+from npulaunch.config.rulebase import BY_NAME
 from npulaunch.config.rules import ERROR, Finding, RuleContext, check_rules
-from npulaunch.config.values import expand_templates
+from npulaunch.config.values import ValueProblem, check_option, expand_templates
 from npulaunch.host.errors import ConfigProblem
 from npulaunch.plan.rankenv import DEFAULT_ENV
 
 WRITES = tuple(spec.name for spec in OPTIONS if spec.writes)
 SHARED_DIR_OPTIONS = ("dump_path", "profiling_options.output")
+PER_HOST = ("local_rank_id", "local_device_list")  # what data_preprocess: host_main adds to each rank
 
 
 def _path_of(name: str) -> Tuple[str, str]:
@@ -69,6 +71,50 @@ def check_job_options(config: ClusterConfig, world_size: int) -> Tuple[List[Conf
         else:
             warnings.append("warning: " + located.render())
     return errors, warnings
+
+
+def check_rank_options(
+    config: ClusterConfig, world_size: int, per_rank: Sequence[Tuple[int, Mapping[str, Any]]]
+) -> List[ConfigProblem]:
+    """The values and the rules again, on each rank's options as merged (the job's, its paths
+    expanded, and what the plan adds per rank: local_rank_id / local_device_list): errors the job's
+    own options did not have. Ranks whose options differ only in expanded paths are checked once."""
+    effective = dict(DEFAULT_ENV)
+    effective.update({k: v for k, v in config.env.items() if v is not None})
+
+    def findings(options: Mapping[str, Any]) -> List[Finding]:
+        ctx = RuleContext(options, config.env, effective, world_size, config.product)
+        return [f for f in check_rules(ctx) if f.level == ERROR]
+
+    known = set(findings(config.session_options))
+    checked, failed = set(), set()
+    errors: List[ConfigProblem] = []
+    for rank, options in per_rank:
+        # paths are the job's, as written: the rules look at what a path says, not where it points
+        key = json.dumps({k: config.session_options.get(k, v) if k in WRITES else v for k, v in options.items()})
+        if key in checked:
+            continue
+        checked.add(key)
+        where = f"rank {rank}'s options as merged"
+        for name, value in sorted(options.items()):
+            spec = BY_NAME.get(name)
+            if spec is None or config.session_options.get(name) == value or name in failed:
+                continue
+            try:
+                check_option(spec, value)
+            except ValueProblem as problem:
+                failed.add(name)  # one error per option, for the first rank it fails on
+                why = f"{where}; npulaunch sets it for data_preprocess: host_main" if name in PER_HOST else where
+                errors.append(config.problem(("session_options", name), problem.found, problem.allowed, why))
+        for finding in findings(options):
+            if finding not in known:
+                known.add(finding)
+                located = _locate(config, finding)
+                hint = "; ".join(h for h in (located.hint, where) if h)
+                errors.append(
+                    ConfigProblem(located.source, located.line, located.path, located.found, located.allowed, hint)
+                )
+    return errors
 
 
 def options_for_rank(options: Mapping[str, Any], values: Mapping[str, Any]) -> Dict[str, Any]:

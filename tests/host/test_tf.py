@@ -11,10 +11,12 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict, Tuple
 
 import pytest
 from helpers import RANKS, ROOT, STANDINS, require, run_cli
+
+from npulaunch import session
 
 OPTIONS = """session_options:
   hcom_parallel: true
@@ -157,13 +159,21 @@ def test_the_legacy_example_gets_the_options_without_changes(log_dir: Path) -> N
         }
 
 
-def test_initialize_system_uses_npu_bridge_with_the_options_cann_requires(tmp_path: Path) -> None:
+def _init_then_train(tmp_path: Path, script_options: Dict[str, str]) -> Tuple[Any, Dict[str, Any], Path]:
+    """Run one rank that calls session.initialize_system() and then builds its training session
+    with session.npu_config() over a config that sets ``script_options`` itself."""
     log = tmp_path / "npu_bridge.log"
-    code = """
+    code = f"""
 import json, os, tensorflow as tf
 from npulaunch import session
 tf.compat.v1.disable_eager_execution()
 shutdown = session.initialize_system()
+mine = tf.compat.v1.ConfigProto()
+custom = mine.graph_options.rewrite_options.custom_optimizers.add()
+custom.name = "NpuOptimizer"
+for name, value in {script_options!r}.items():
+    custom.parameter_map[name].s = value.encode()
+session.npu_config(base=mine)
 shutdown()
 print(json.dumps(json.load(open(os.path.join(os.environ['NPULAUNCH_RANK_DIR'], 'session_options.json')))))
 """
@@ -180,14 +190,60 @@ session_options:
   enable_dump: true
   dump_path: /tmp/dump/{{rank}}
   hcom_parallel: true
+  precision_mode_v2: mixed_float16
+  deterministic: 1
+  op_compiler_cache_dir: {tmp_path / "cache"}
 """)
     result = run_cli("run", str(path), "--job-id", "init", timeout=120)
     assert result.returncode == 0, result.stderr
+    return result, json.loads(result.stdout.split("] ", 1)[1]), log
+
+
+def test_initialize_system_carries_every_global_option_with_the_training_values(tmp_path: Path) -> None:
+    result, got, log = _init_then_train(tmp_path, {})
     events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
     assert events == ["npu_init imported", "initialize_system", "shutdown_system"]
-    got = json.loads(result.stdout.split("] ", 1)[1])
-    # only the options CANN requires on the initialisation session (hcom_parallel is not one of them)
-    assert got["options"] == {"dump_path": "/tmp/dump/0", "enable_dump": True}
+    init, train = got["sessions"]
+    assert (init["via"], train["via"]) == ("initialize_system", "npu_config")
+    # GE reads precision_mode_v2, deterministic and the compile cache once, at initialisation: they
+    # must be on the init session; hcom_parallel is read per session and stays off it
+    assert init["options"] == {
+        "deterministic": 1,
+        "dump_path": "/tmp/dump/0",
+        "enable_dump": True,
+        "op_compiler_cache_dir": str(tmp_path / "cache"),
+        "precision_mode_v2": "mixed_float16",
+    }
+    assert train["options"]["hcom_parallel"] is True
+
+    def global_options(options: Dict[str, Any]) -> Dict[str, Any]:
+        return {k: v for k, v in options.items() if k in session.GLOBAL_OPTIONS}
+
+    assert global_options(init["options"]) == global_options(train["options"])
+    assert train["conflicts"] == [] and "read once" not in result.stderr
+
+
+def test_a_script_session_that_changes_a_global_option_is_warned_about(tmp_path: Path) -> None:
+    # the script's own precision_mode_v2 wins its session (precedence: script), but GE took the
+    # init session's value when it initialised: the script's has no effect, and the user is told
+    result, got, _ = _init_then_train(tmp_path, {"precision_mode_v2": "origin"})
+    init, train = got["sessions"]
+    assert init["options"]["precision_mode_v2"] == "mixed_float16"
+    assert train["options"]["precision_mode_v2"] == "origin"
+    assert [c for c in train["conflicts"] if "read once" in c] == [
+        "session option precision_mode_v2 is read once, when GE initialises: the process's first NPU session "
+        "had 'mixed_float16', this one 'origin'; GE keeps the first (set it the same on every session, "
+        "initialize_system's included)"
+    ]
+    assert "precision_mode_v2 is read once" in result.stderr
+
+
+def test_every_global_and_init_option_is_a_catalog_option() -> None:
+    from npulaunch.config.catalog.options import OPTIONS
+
+    names = {spec.name for spec in OPTIONS}
+    assert set(session.INIT_SESSION_OPTIONS) - names == set()
+    assert set(session.GLOBAL_OPTIONS) <= set(session.INIT_SESSION_OPTIONS)
 
 
 def test_without_npu_bridge_initialize_system_does_nothing() -> None:

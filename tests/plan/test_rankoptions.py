@@ -115,3 +115,37 @@ def test_data_preprocessing_mode_refuses_the_options_set_by_hand(tmp_path: Path)
     result = run_cli("check", str(path))
     assert result.returncode == 2
     assert ":4: session_options.local_rank_id: found local_rank_id with data_preprocess: host_main" in result.stderr
+
+
+def test_each_ranks_merged_options_are_checked_again(tmp_path: Path) -> None:
+    # data_preprocess gives every rank local_rank_id; the TF Adapter refuses one above 7, which only
+    # the merged options show (the YAML never names it)
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        HEAD.format(root=ROOT, logs=tmp_path / "logs").replace("devices: 4", "devices: 10")
+        + "rank_table: none\ndata_preprocess: host_main\nsession_options:\n  hcom_parallel: true\n"
+    )
+    result = run_cli("plan", str(path))
+    assert result.returncode == 2
+    assert "session_options.local_rank_id: found 8 (an integer); allowed: an integer from 0 to 7" in result.stderr
+    assert "rank 8's options as merged; npulaunch sets it for data_preprocess: host_main" in result.stderr
+    assert "found 9" not in result.stderr  # one error per option
+    assert "Traceback" not in result.stderr
+
+
+def test_a_rule_broken_only_by_a_ranks_merged_options_is_an_error(tmp_path: Path) -> None:
+    from npulaunch.config.load import load_config
+    from npulaunch.plan.rankoptions import check_rank_options
+
+    path = tmp_path / "job.yaml"
+    path.write_text(HEAD.format(root=ROOT, logs=tmp_path / "logs") + "session_options:\n  precision_mode_v2: fp16\n")
+    config = load_config(str(path))
+    job = dict(config.session_options)
+    # rank 1 ends up with both precision modes (what a per-rank addition could do): the pair the
+    # TF Adapter refuses is found on the merged set, and named for that rank
+    errors = check_rank_options(config, 2, [(0, job), (1, {**job, "precision_mode": "force_fp32"})])
+    assert [(e.path, e.found) for e in errors] == [
+        ("session_options.precision_mode", "both precision_mode and precision_mode_v2")
+    ]
+    assert "rank 1's options as merged" in errors[0].hint
+    assert check_rank_options(config, 2, [(0, job), (1, job)]) == []

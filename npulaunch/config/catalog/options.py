@@ -851,8 +851,12 @@ OPTIONS = (
         area="data_augmentation",
         scenario="both",
         description="This process's rank on its server, for the mode where one main process preprocesses for all.",
+        min=0,
+        max=7,
         notes="Recommendation-network data parallelism: the main process deduplicates data and sends it to the "
-        "other processes' devices. Get the value from get_local_rank_id(). Goes with local_device_list.",
+        "other processes' devices. Get the value from get_local_rank_id(). Goes with local_device_list. The TF "
+        "Adapter refuses values outside 0-7 ('local rank id should be in [0,7]', CheckLocalRankId in "
+        "tf_adapter/util/npu_attrs.cc, hicann/tensorflow @ 82957b9).",
         example=0,
     ),
     OptionSpec(
