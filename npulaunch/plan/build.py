@@ -81,6 +81,12 @@ def build_plan(
                 len(ranks), host.host, node_rank, local_rank, device_id, devices, host.host in discovery.local_names
             )
             ranks.append(_rank_spec(job, slot, tf_configs[slot.rank] if tf_configs else {}))
+    if config.session_options or config.data_preprocess:  # the rules again, on what each rank will get
+        from npulaunch.plan.rankoptions import check_rank_options
+
+        rank_errors = check_rank_options(config, world_size, [(r.rank, r.session_options) for r in ranks])
+        if rank_errors:
+            raise ConfigError(rank_errors)
     startup_s, steady_s = hang_limits(config, sources)
     if config.data_preprocess:
         notes.append(
