@@ -6,8 +6,9 @@ profiling contents, further exclusions. Registered after config/rules.py's. Pure
 from __future__ import annotations
 
 import json
-from typing import List
+from typing import Dict, List, Tuple
 
+from npulaunch.config.checker import did_you_mean
 from npulaunch.config.rulebase import BY_NAME, ERROR, Finding, RuleContext, excludes, rule, warn
 
 PRODUCT_WORDS = {
@@ -163,6 +164,71 @@ def ignored_settings(ctx: RuleContext) -> List[Finding]:
     return found
 
 
+# profiling_options' keys and the values each takes (001 and 004, Profiling / profiling_options; the
+# catalog's notes): on/off switches, levelled switches, and frequencies in Hz with their ranges.
+_ON_OFF = ("on", "off")
+PROFILING_KEYS: Dict[str, Tuple[str, ...]] = {
+    "output": (),
+    "storage_limit": (),
+    "training_trace": _ON_OFF,
+    "task_trace": ("on", "off", "l0", "l1"),
+    "task_time": ("on", "off", "l0", "l1"),
+    "ge_api": ("off", "l0", "l1"),
+    "hccl": _ON_OFF,
+    "aicpu": _ON_OFF,
+    "fp_point": (),
+    "bp_point": (),
+    "aic_metrics": (),
+    "l2": _ON_OFF,
+    "msproftx": _ON_OFF,
+    "runtime_api": _ON_OFF,
+    "llc_profiling": ("read", "write"),
+    "instr_profiling": _ON_OFF,
+    "host_sys": (),
+    "host_sys_usage": (),
+}
+PROFILING_FREQUENCIES = {
+    "sys_hardware_mem_freq": (1, 100),
+    "sys_io_sampling_freq": (1, 100),
+    "sys_interconnection_freq": (1, 50),
+    "dvpp_freq": (1, 100),
+    "instr_profiling_freq": (300, 30000),
+    "host_sys_usage_freq": (1, 50),
+}
+
+
+def _profiling_keys(keys: Dict[str, object], training: bool) -> List[Finding]:
+    """Unknown keys (a typo profiles nothing: a warning, as a newer CANN may know more keys) and
+    values outside a known key's set (an error)."""
+    found = []
+    for key, value in keys.items():
+        if key not in PROFILING_KEYS and key not in PROFILING_FREQUENCIES:
+            hint = did_you_mean(key, list(PROFILING_KEYS) + list(PROFILING_FREQUENCIES))
+            found.append(
+                warn(("profiling_options",), f"key {key!r}", "the keys of `npulaunch options profiling_options`", hint)
+            )
+        elif PROFILING_KEYS.get(key) and value not in PROFILING_KEYS[key]:
+            allowed = " or ".join(repr(v) for v in PROFILING_KEYS[key])
+            found.append(Finding(ERROR, ("profiling_options",), f"{key}: {value!r}", f"{key}: {allowed}"))
+        elif key in PROFILING_FREQUENCIES:
+            low, high = PROFILING_FREQUENCIES[key]
+            number = int(value) if isinstance(value, (int, str)) and str(value).isdigit() else None
+            if number is None or not low <= number <= high:
+                found.append(
+                    Finding(ERROR, ("profiling_options",), f"{key}: {value!r}", f"{key}: {low} to {high} (Hz)")
+                )
+    if not training and keys.get("training_trace") == "on":
+        found.append(
+            warn(
+                ("profiling_options", "graph_run_mode"),
+                "training_trace: on with graph_run_mode: 0",
+                "task_trace and aicpu in online inference",
+                "the iteration trace is a training profile: online inference does not support it (001)",
+            )
+        )
+    return found
+
+
 @rule
 def profiling_contents(ctx: RuleContext) -> List[Finding]:
     """[71, 72] what profiling a training job needs, and keys that exclude each other."""
@@ -170,7 +236,7 @@ def profiling_contents(ctx: RuleContext) -> List[Finding]:
     if not isinstance(text, str):
         return []
     keys = json.loads(text)
-    found = []
+    found = _profiling_keys(keys, ctx.training) if isinstance(keys, dict) else []
     if "instr_profiling_freq" in keys:
         clash = [k for k in PROFILING_EXCLUSIVE if k in keys]
         if clash:
@@ -183,7 +249,7 @@ def profiling_contents(ctx: RuleContext) -> List[Finding]:
                 )
             )
     elif ctx.training and ctx.options.get("profiling_mode") is True:
-        off = [k for k in ("task_trace", "training_trace") if keys.get(k) != "on"]
+        off = [k for k in ("task_trace", "training_trace") if keys.get(k) not in ("on", "l0", "l1")]
         if off:
             found.append(
                 Finding(
@@ -194,6 +260,23 @@ def profiling_contents(ctx: RuleContext) -> List[Finding]:
                 )
             )
     return found
+
+
+@rule
+def inference_only_values(ctx: RuleContext) -> List[Finding]:
+    """[26] precision_mode force_fp16 is for online inference (001 Accuracy Tuning / precision_mode).
+    The TF Adapter accepts it in training too (npu_attrs.cc's list, hicann/tensorflow @ 82957b9):
+    a warning, not an error."""
+    if ctx.training and ctx.options.get("precision_mode") == "force_fp16":
+        return [
+            warn(
+                ("precision_mode", "graph_run_mode"),
+                "precision_mode: force_fp16 in training",
+                "a training mode (allow_fp32_to_fp16, allow_mix_precision, ...) or precision_mode_v2",
+                "force_fp16 is documented for online inference only (graph_run_mode: 0)",
+            )
+        ]
+    return []
 
 
 @rule

@@ -237,7 +237,29 @@ def companions(ctx: RuleContext) -> List[Finding]:
         + requires(ctx, "in_out_pair", "mix_compile_mode", True, "in_out_pair is a mixed-computing option")
         + requires(ctx, "in_out_pair_flag", "in_out_pair", why="the flag applies to in_out_pair's operators")
         + _single_iteration_when_mixed(ctx)
+        + _loop_needs_getnext_offload(ctx)
     )
+
+
+def _loop_needs_getnext_offload(ctx: RuleContext) -> List[Finding]:
+    """A loop on the device (iterations_per_loop > 1) in sess.run mode needs the GetNext operator
+    offloaded: "GetNext operator offload is a prerequisite for iteration offload" (hicann/tensorflow
+    docs/en/tfadapter_1/apiref/npu_util/set_iteration_per_loop.md @ 82957b9). The session default is
+    off (enable_dp = false, tf_adapter/util/npu_attrs.cc); NPURunConfig's is on (npu_config.py), so
+    Estimator scripts have it without asking. The adapter does not check it: a warning."""
+    loops = ctx.options.get("iterations_per_loop", 1)
+    if loops > 1 and ctx.options.get("enable_data_pre_proc") is not True and ctx.training:
+        return [
+            Finding(
+                WARNING,
+                ("iterations_per_loop", "enable_data_pre_proc"),
+                f"iterations_per_loop: {loops} without enable_data_pre_proc: true",
+                "enable_data_pre_proc: true",
+                "the device runs the loop only with GetNext offloaded (an Estimator's NPURunConfig turns it on "
+                "by itself); the script also needs util.set_iteration_per_loop or session.set_iteration_per_loop",
+            )
+        ]
+    return []
 
 
 def _single_iteration_when_mixed(ctx: RuleContext) -> List[Finding]:
@@ -347,7 +369,9 @@ def scenario_and_status(ctx: RuleContext) -> List[Finding]:
                     f"{name} applies to online inference only",
                 )
             )
-        if spec.status == "deprecated":
+        if spec.status == "deprecated" and not (name == "enable_data_pre_proc" and ctx.options.get(name) is True):
+            # enable_data_pre_proc is logged as deprecated but is still the one switch for GetNext
+            # offload in sess.run mode (npu_attrs.cc reads it): no warning for turning it on
             instead = f"use {spec.replacement}" if spec.replacement else "it will be removed"
             found.append(Finding(WARNING, (name,), f"{name} (deprecated)", "current options", instead))
     return found

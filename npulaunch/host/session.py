@@ -36,6 +36,7 @@ __all__ = [
     "record",
     "npu_config",
     "initialize_system",
+    "set_iteration_per_loop",
     "heartbeat",
     "register_stack_dump",
 ]
@@ -389,6 +390,26 @@ def initialize_system() -> Any:
         sess.close()
 
     return shutdown
+
+
+def set_iteration_per_loop(sess: Any, train_op: Any) -> Any:
+    """npu_bridge's ``util.set_iteration_per_loop(sess, train_op, n)`` with this rank's
+    ``iterations_per_loop``: the device then runs n steps per ``sess.run(train_op)``. The session
+    config must carry the same value (npu_config and injection put it there; the adapter does not
+    compare the two) and, in sess.run mode, ``enable_data_pre_proc: true``. Returns ``train_op``
+    itself when the value is 1, and without npu_bridge (one step per sess.run, with a warning)."""
+    loops = options().get("iterations_per_loop", 1)
+    if loops == 1:
+        return train_op
+    if not _load_npu_bridge():
+        message = "iterations_per_loop %d needs npu_bridge: without it every sess.run() runs one step" % loops
+        if message not in _warned:
+            _warned.add(message)
+            sys.stderr.write("npulaunch: warning: " + message + "\n")
+        return train_op
+    from npu_bridge.estimator.npu import util
+
+    return util.set_iteration_per_loop(sess, train_op, loops)
 
 
 def heartbeat() -> None:

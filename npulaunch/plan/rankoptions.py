@@ -21,6 +21,7 @@ from npulaunch.plan.rankenv import DEFAULT_ENV
 
 WRITES = tuple(spec.name for spec in OPTIONS if spec.writes)
 SHARED_DIR_OPTIONS = ("dump_path", "profiling_options.output")
+_UNSET = object()
 PER_HOST = ("local_rank_id", "local_device_list")  # what data_preprocess: host_main adds to each rank
 
 
@@ -86,12 +87,13 @@ def check_rank_options(
         ctx = RuleContext(options, config.env, effective, world_size, config.product)
         return [f for f in check_rules(ctx) if f.level == ERROR]
 
-    known = set(findings(config.session_options))
+    job = config.session_options
+    known = set(findings(job))
     checked, failed = set(), set()
     errors: List[ConfigProblem] = []
     for rank, options in per_rank:
         # paths are the job's, as written: the rules look at what a path says, not where it points
-        key = json.dumps({k: config.session_options.get(k, v) if k in WRITES else v for k, v in options.items()})
+        key = tuple(sorted((k, repr(v)) for k, v in options.items() if k not in WRITES and job.get(k, _UNSET) != v))
         if key in checked:
             continue
         checked.add(key)

@@ -283,6 +283,14 @@ def test_stream_sync_timeout_is_free_in_a_single_rank_job() -> None:
         ({"profiling_options": '{"output":"/p"}'}, "profiling is on"),
         ({"graph_run_mode": 0, "iterations_per_loop": 10}, "training only"),
         ({"dynamic_input": True}, "deprecated"),
+        ({"iterations_per_loop": 10}, "GetNext offloaded"),
+        ({"fp_point": "conv1"}, "the fp_point key of profiling_options"),
+        ({"precision_mode": "force_fp16"}, "online inference only"),
+        ({"profiling_mode": True, "profiling_options": '{"output":"/p","traning_trace":"on"}'}, "'training_trace'"),
+        (
+            {"graph_run_mode": 0, "profiling_mode": True, "profiling_options": '{"training_trace":"on"}'},
+            "online inference does not support it",
+        ),
     ],
 )
 def test_warnings(options: dict, expected: str) -> None:
@@ -298,3 +306,41 @@ def test_hccl_timeout_multiple_of_68_is_quiet_and_a2_needs_no_rounding() -> None
 def test_an_unreadable_op_debug_config_is_a_warning_not_an_error() -> None:
     (finding,) = findings({"op_debug_config": "/missing.cfg"})
     assert finding.level == WARNING and "could not be checked" in finding.hint
+
+
+def test_a_loop_on_the_device_with_getnext_offloaded_is_quiet() -> None:
+    # enable_data_pre_proc is deprecated in the seeds but still the switch the loop needs: no warning
+    assert not findings({"iterations_per_loop": 10, "enable_data_pre_proc": True})
+
+
+def test_the_for_all_impl_modes_are_accepted_as_the_tf_adapter_does() -> None:
+    from npulaunch.config.rulebase import BY_NAME
+    from npulaunch.config.values import check_option
+
+    for mode in ("high_precision_for_all", "high_performance_for_all"):
+        assert check_option(BY_NAME["op_select_implmode"], mode) == mode
+
+
+@pytest.mark.parametrize(
+    "profiling, found",
+    [
+        ({"task_trace": "yes"}, "task_trace: 'yes'"),
+        ({"ge_api": "on"}, "ge_api: 'on'"),
+        ({"dvpp_freq": 500}, "dvpp_freq: 500"),
+        ({"instr_profiling_freq": "fast"}, "instr_profiling_freq: 'fast'"),
+    ],
+)
+def test_profiling_option_values_outside_their_set_are_errors(profiling: dict, found: str) -> None:
+    import json
+
+    options = {"profiling_mode": True, "graph_run_mode": 0, "profiling_options": json.dumps(profiling)}
+    errors = [f for f in findings(options) if f.level == ERROR]
+    assert [f.found for f in errors] == [found]
+
+
+def test_documented_profiling_keys_are_quiet() -> None:
+    import json
+
+    keys = {"output": "/p", "training_trace": "on", "task_trace": "l1", "aic_metrics": "PipeUtilization"}
+    keys.update({"fp_point": "", "bp_point": "", "storage_limit": "500MB", "sys_hardware_mem_freq": 50})
+    assert not findings({"profiling_mode": True, "profiling_options": json.dumps(keys)})

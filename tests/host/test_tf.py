@@ -386,3 +386,46 @@ def test_run_config_kwargs_fit_npurunconfigs_real_signature() -> None:
     left = sorted(set(planned) - set(given) - wrapped)
     assert left, "some catalog options have no NPURunConfig argument (fp_point, use_off_line, ...)"
     assert f"NPURunConfig has no argument for session option(s) {', '.join(left)}" in result.stderr
+
+
+LOOP_SCRIPT = """
+import json, os, tensorflow as tf
+from npulaunch import session
+tf.compat.v1.disable_eager_execution()
+w = tf.compat.v1.get_variable("w", initializer=1.0, use_resource=True)
+train_op = tf.compat.v1.assign_add(w, 1.0).op
+with tf.compat.v1.Session(config=session.npu_config()) as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    op = session.set_iteration_per_loop(sess, train_op)
+    print(json.dumps({"name": op.name, "same": op is train_op}))
+"""
+
+
+def loop_job(tmp_path: Path, loops: int, standins: bool) -> Path:
+    path = tmp_path / "job.yaml"
+    env = f"env:\n  PYTHONPATH: {STANDINS / 'python'}\n  NPU_BRIDGE_STANDIN_LOG: {tmp_path / 'bridge.log'}\n"
+    path.write_text(f"""version: 1
+job:
+  command: [{sys.executable}, -c, {json.dumps(LOOP_SCRIPT)}]
+  log_dir: {tmp_path / "logs"}
+hosts: [{{host: localhost, devices: 1}}]
+{env if standins else ""}session_options:
+  iterations_per_loop: {loops}
+  enable_data_pre_proc: true
+""")
+    return path
+
+
+def test_set_iteration_per_loop_hands_the_ranks_value_to_npu_bridge(tmp_path: Path) -> None:
+    result = run_cli("run", str(loop_job(tmp_path, 5, True)), "--job-id", "loop", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.split("] ", 1)[1]) == {"name": "IterationOp", "same": False}
+    calls = [json.loads(line) for line in (tmp_path / "bridge.log").read_text().splitlines()]
+    assert [c["iterations_per_loop"] for c in calls if c["event"] == "set_iteration_per_loop"] == [5]
+
+
+def test_set_iteration_per_loop_without_npu_bridge_runs_one_step_and_says_so(tmp_path: Path) -> None:
+    result = run_cli("run", str(loop_job(tmp_path, 5, False)), "--job-id", "loop", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.split("] ", 1)[1])["same"] is True
+    assert "iterations_per_loop 5 needs npu_bridge: without it every sess.run() runs one step" in result.stderr

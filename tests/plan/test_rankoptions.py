@@ -33,6 +33,7 @@ def test_options_reach_every_rank_typed_and_expanded(tmp_path: Path) -> None:
         """session_options:
   hcom_parallel: true
   iterations_per_loop: 10
+  enable_data_pre_proc: true
   precision_mode: allow_mix_precision
   enable_dump: true
   dump_path: /dumps/{job_id}/{host}/rank-{rank}-dev-{device_id}-local-{local_rank}

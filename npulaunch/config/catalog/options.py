@@ -714,21 +714,29 @@ OPTIONS = (
         type="s",
         area="profiling",
         scenario="training",
+        status="deprecated",
+        replacement="the fp_point key of profiling_options",
         description="Name of the first forward operator, where the iteration trace starts timing the forward pass.",
         notes="Only 002 (options of the initialize_system session) lists it as a session option of its own, "
         "required when the iteration trace is collected; 001 and 004 make it the fp_point key of "
         "profiling_options, the form to prefer. Type not stated (an operator name, so s). Get the name from "
-        "the graph saved with tf.io.write_graph.",
+        "the graph saved with tf.io.write_graph. The TF Adapter of CANN 9.0.0 no longer reads it as a "
+        "session option (no fp_point / bp_point parameter in tf_adapter/util/npu_attrs.cc, "
+        "hicann/tensorflow @ 82957b9; its default init options leave both empty).",
     ),
     OptionSpec(
         name="bp_point",
         type="s",
         area="profiling",
         scenario="training",
+        status="deprecated",
+        replacement="the bp_point key of profiling_options",
         description="Name of the last backward operator, where the iteration trace stops timing the backward pass.",
         notes="Only 002 (options of the initialize_system session) lists it as a session option of its own, "
         "required when the iteration trace is collected; 001 and 004 make it the bp_point key of "
-        "profiling_options, the form to prefer. Type not stated (an operator name, so s).",
+        "profiling_options, the form to prefer. Type not stated (an operator name, so s). The TF Adapter "
+        "of CANN 9.0.0 no longer reads it as a session option (no fp_point / bp_point parameter in "
+        "tf_adapter/util/npu_attrs.cc, hicann/tensorflow @ 82957b9; its default init options leave both empty).",
     ),
     # -- aoe -----------------------------------------------------------------------------------------
     OptionSpec(
@@ -1072,7 +1080,9 @@ OPTIONS = (
         scenario="both",
         description="High-precision or high-performance implementation for built-in operators offering both.",
         default_note="Unset (disabled) in 001/004; 001, 002 and 003 also call high_performance the default.",
-        choices=("high_precision", "high_performance"),
+        # the _for_all modes: the TF Adapter accepts all four (CheckOpImplMode, tf_adapter/util/npu_attrs.cc,
+        # hicann/tensorflow @ 82957b9), as the ATC flag does (003); 001/004 document the first two
+        choices=("high_precision", "high_performance", "high_precision_for_all", "high_performance_for_all"),
         status="deprecated",
         replacement="op_precision_mode",
         notes="high_precision improves float16 accuracy (Taylor/Newton methods); high_performance is the fastest "
