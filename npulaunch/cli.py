@@ -87,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ranks", metavar="IDS", help="show only these ranks' output, e.g. 0,3 (all go to files)")
     run.add_argument("--no-live", action="store_true", help="no live status view, even on a terminal")
     run.add_argument(
+        "--nohup",
+        action="store_true",
+        help="keep the job running when the terminal hangs up (SIGHUP is ignored, as under nohup); "
+        "without it a hang-up stops the job like SIGTERM (exit 129)",
+    )
+    run.add_argument(
         "--debug",
         action="store_true",
         help="log every decision (spawns, signals, events, teardown) to launcher.log in the job "
@@ -292,6 +298,10 @@ def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
         debuglog.enable()
     loaded = _load(args, command, starting=True)
     shown = set(_parse_devices(args.ranks, "--ranks", 100000)) if args.ranks else None
+    if args.nohup:  # before any rank starts: they inherit it, and the agent leaves SIGHUP alone
+        import signal
+
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     return run_job(loaded, lambda plan: _console(plan, shown, live=not args.no_live))
 
 

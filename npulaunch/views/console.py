@@ -31,7 +31,7 @@ class Console:
         self._out = out if out is not None else sys.stdout.buffer
         self._err = err if err is not None else sys.stderr.buffer
         self._show_host = show_host
-        self._broken = False
+        self._broken: Set[int] = set()  # the streams that failed (a closed pipe, a hung-up terminal)
 
     def prefix(self, spec: RankSpec) -> bytes:
         label = f"{spec.host} {spec.label}" if self._show_host else spec.label
@@ -47,7 +47,7 @@ class Console:
 
     def rank_output(self, spec: RankSpec, stream: str, lines: List[Line]) -> None:
         """Show one batch of a rank's lines; runs of progress updates (``\\r``) collapse to the last."""
-        if self._broken or not self.shows(spec):
+        if not self.shows(spec):
             return
         prefix = self.prefix(spec).decode()
         body = "\n".join(lines)  # one pass in C per batch, not a Python step per line
@@ -72,11 +72,42 @@ class Console:
         """The job's report, once, when it has ended."""
         self._write(self._err, render_report(summary).encode("utf-8", "replace"))
 
+    @property
+    def broken(self) -> bool:
+        """Whether a stream of the console failed (its output since then was dropped)."""
+        return bool(self._broken)
+
     def _write(self, stream: BinaryIO, data: bytes) -> None:
-        if self._broken:
+        """Write, or drop the data when the stream failed before: a reader that went away
+        (``| head``) or a terminal that hung up turns that stream off, not the job, and not the
+        other stream (the report still reaches stderr when stdout's reader is gone)."""
+        if id(stream) in self._broken:
             return
         try:
             stream.write(data)
             stream.flush()
-        except (BrokenPipeError, OSError, ValueError):
-            self._broken = True
+        except (OSError, ValueError):  # BrokenPipeError (EPIPE), EIO from a hung-up tty, a closed file
+            self._broken.add(id(stream))
+            silence(stream)
+
+
+def silence(stream: BinaryIO) -> None:
+    """Point a failed standard stream's descriptor at /dev/null, so that nothing written later (the
+    interpreter's own flush at exit included) fails again or prints a traceback."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    if fd in (1, 2):
+        silence_fd(fd)
+
+
+def silence_fd(fd: int) -> None:
+    import os
+
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    os.dup2(null, fd)
+    os.close(null)

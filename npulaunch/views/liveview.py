@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Set
+from typing import Callable, Dict, List, Optional, Set
 
 from rich.console import Console as RichConsole
 from rich.live import Live
@@ -21,7 +21,7 @@ from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.spec import RankSpec
 from npulaunch.plan.launchplan import LaunchPlan
-from npulaunch.views.console import Console
+from npulaunch.views.console import Console, silence_fd
 
 REFRESH_S = 0.25
 
@@ -56,8 +56,25 @@ class LiveConsole(Console):
         self._rows: Dict[int, RankRow] = {s.rank: RankRow(s.rank, s.device_id) for s in plan.ranks}
         self._step = re.compile(plan.progress_regex) if plan.progress_regex else None
         self._live = Live(self._table(), console=self._rich, auto_refresh=False, transient=False)
-        self._live.start()
+        self._live_on = True
+        self._guarded(self._live.start)
         self._next_refresh = 0.0
+
+    def _guarded(self, action: Callable[[], object]) -> None:
+        """Run one terminal operation of the view; a terminal that hung up or a stream that broke
+        turns the view off for good (the plain console then handles what is left: it drops what it
+        cannot write), never the launcher."""
+        if not self._live_on:
+            return
+        try:
+            action()
+        except (OSError, ValueError):
+            self._live_on = False
+            try:
+                self._live.stop()
+            except (OSError, ValueError):
+                pass
+            silence_fd(1)  # the view writes to stdout
 
     def rank_output(self, spec: RankSpec, stream: str, lines: List[str]) -> None:
         row, now = self._rows[spec.rank], time.monotonic()
@@ -68,9 +85,13 @@ class LiveConsole(Console):
         row.last_line = lines[-1].rstrip("\r") if lines else row.last_line
         if self._step is not None:
             self._parse_steps(row, lines, now)
+        if not self._live_on:
+            super().rank_output(spec, stream, lines)
+            return
         if self.shows(spec):
             text = "\n".join(f"[{spec.label}] {line.rstrip(chr(13))}" for line in lines)
-            self._live.console.print(Text(text, style="red" if stream == "stderr" else ""), soft_wrap=True)
+            style = "red" if stream == "stderr" else ""
+            self._guarded(lambda: self._live.console.print(Text(text, style=style), soft_wrap=True))
         self._refresh(now)
 
     def _parse_steps(self, row: RankRow, lines: List[str], now: float) -> None:
@@ -100,17 +121,22 @@ class LiveConsole(Console):
         self._refresh(time.monotonic())
 
     def message(self, text: str) -> None:
-        self._live.console.print(Text("\n".join("npulaunch: " + line for line in text.splitlines())))
+        if not self._live_on:
+            super().message(text)
+            return
+        shown = Text("\n".join("npulaunch: " + line for line in text.splitlines()))
+        self._guarded(lambda: self._live.console.print(shown))
 
     def report(self, summary: JobSummary) -> None:
         self._refresh(0, force=True)
-        self._live.stop()
+        self._guarded(self._live.stop)
+        self._live_on = False
         super().report(summary)
 
     def _refresh(self, now: float, force: bool = False) -> None:
-        if force or now >= self._next_refresh:
+        if self._live_on and (force or now >= self._next_refresh):
             self._next_refresh = now + REFRESH_S
-            self._live.update(self._table(), refresh=True)
+            self._guarded(lambda: self._live.update(self._table(), refresh=True))
 
     def _table(self) -> Table:
         now = time.monotonic()

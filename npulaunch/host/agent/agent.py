@@ -34,6 +34,15 @@ from npulaunch.host.trace import debug
 
 POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def stop_signals() -> Tuple[int, ...]:
+    """The signals that stop the job: SIGINT, SIGTERM, and SIGHUP (a closed terminal) unless it is
+    ignored when the job starts (``nohup npulaunch run``, or ``npulaunch run --nohup``): then a
+    hang-up leaves the job running, as nohup promises, and the ranks inherit the ignored SIGHUP."""
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        return (signal.SIGINT, signal.SIGTERM)
+    return STOP_SIGNALS
 SPAWN_FAILED_EXIT_CODE = 127
 
 OutputSink = Callable[[RankSpec, str, List[Line]], None]
@@ -101,6 +110,7 @@ class Agent:
         self.monitor = Monitor(plan, self._emit, clock)
         self._watched: Dict[int, Callable[[], None]] = {}  # fd -> called when readable (a controller's commands)
         self._forward = tuple(getattr(signal, name) for name in plan.forward_signals)
+        self._stops: Tuple[int, ...] = STOP_SIGNALS  # decided again when the job starts (stop_signals)
         self.tick: Optional[Callable[[], None]] = None  # called once per loop turn (the remote agent's checks)
         self._dumps = StackDumps(clock, stack_dump_limit_s)
         self._stray_pids: List[int] = []
@@ -197,7 +207,8 @@ class Agent:
 
     def start(self) -> None:
         """Become the ranks' subreaper, start the guard, write the rank table, start every rank."""
-        self._inbox = SignalInbox(STOP_SIGNALS + self._forward)
+        self._stops = stop_signals()
+        self._inbox = SignalInbox(self._stops + self._forward)
         self._preexisting = procs.descendants(os.getpid(), procs.snapshot())
         procs.become_subreaper()
         self._guard = Guard(self.plan.job_uuid)
@@ -389,7 +400,7 @@ class Agent:
         while left and self._clock() < deadline and not self._killed:
             inbox.wait(min(self._poll_s, max(0.0, deadline - self._clock())))
             for signum in inbox.take():
-                if signum in STOP_SIGNALS:
+                if signum in self._stops:
                     self._killed = True
             procs.reap_any()
             self._pump()

@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Dict, List, Optional, Sequence, Set, Tuple
 
-from npulaunch.host.agent.agent import STOP_SIGNALS
+from npulaunch.host.agent.agent import stop_signals
 from npulaunch.host.agent.inbox import SignalInbox
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
@@ -49,6 +49,7 @@ class FleetRun:
         self._messages: "queue.Queue[Tuple[str, FromAgent]]" = queue.Queue()
         self._wake: Optional[Tuple[int, int]] = None
         self._inbox: Optional[SignalInbox] = None
+        self._stops: Tuple[int, ...] = ()  # the signals that stop the job, decided when it starts
         self._results: Dict[int, RankResult] = {}
         self._finished: Set[str] = set()
         self._next_beat = 0.0
@@ -67,7 +68,8 @@ class FleetRun:
         os.set_blocking(wake_read, False)
         os.set_blocking(wake_write, False)
         self._wake = (wake_read, wake_write)
-        self._inbox = SignalInbox(STOP_SIGNALS + tuple(getattr(signal, s) for s in self.plan.forward_signals))
+        self._stops = stop_signals()
+        self._inbox = SignalInbox(self._stops + tuple(getattr(signal, s) for s in self.plan.forward_signals))
         self._start_all(wake_write)
         self._next_beat = time.monotonic() + HEARTBEAT_INTERVAL_S
 
@@ -199,7 +201,7 @@ class FleetRun:
         copy.write("".join(line if line.endswith("\r") else line + "\n" for line in lines))
 
     def _on_signal(self, signum: int) -> None:
-        if signum not in STOP_SIGNALS:
+        if signum not in self._stops:
             self._broadcast(Command("signal", signal=signal.Signals(signum).name))
             return
         log.debug("received %s", signal.Signals(signum).name)

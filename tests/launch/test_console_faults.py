@@ -1,0 +1,124 @@
+"""The launcher's console going away (issue 15): a terminal that hangs up while the live view runs,
+``--nohup``, and a reader that closes the pipe (``npulaunch run ... | head``). Real launchers on a real
+pseudo-terminal and real pipes; real rank processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Tuple
+
+from helpers import base_env, marked_pids, npulaunch_argv, wait_until
+
+STEPS = "import time,sys\nfor i in range({n}):\n  print('step', i, '{marker}', flush=True); time.sleep({pause})"
+
+
+def job_yaml(tmp_path: Path, marker: str, steps: int, pause: float, fail: bool = False) -> Path:
+    code = STEPS.format(n=steps, marker=marker, pause=pause)
+    if fail:  # rank 1 fails after a few steps: there is a root cause to report
+        code = code.replace("for i in", "import os\nfor i in")
+        code += "\n  if i == 20 and os.environ['RANK_ID'] == '1': sys.exit(3)"
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        f"version: 1\njob:\n  command: [{sys.executable}, -c, {json.dumps(code)}]\n"
+        f"  log_dir: {tmp_path / 'logs'}\n  grace_period_s: 5\n"
+        "hosts: [{host: localhost, devices: 2}]\nrank_table: none\n"
+    )
+    return path
+
+
+def run_on_a_terminal(argv: List[str], stderr_path: Path) -> Tuple[int, int]:
+    """Start ``argv`` as the session leader of a new pseudo-terminal (its stdout and stdin; stderr
+    to a file, to read afterwards). Returns (pid, master fd)."""
+    pid, master = pty.fork()
+    if pid == 0:  # the child: the terminal is its controlling terminal
+        fd = os.open(str(stderr_path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(fd, 2)
+        env = base_env()
+        os.execvpe(argv[0], argv, env)
+    return pid, master
+
+
+def read_until(master: int, needle: bytes, timeout_s: float) -> bytes:
+    seen, deadline = b"", time.monotonic() + timeout_s
+    while needle not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                seen += os.read(master, 65536)
+            except OSError:
+                break
+    return seen
+
+
+def wait_exit(pid: int, timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    raise AssertionError(f"the launcher did not exit in {timeout_s} s")
+
+
+def summary(tmp_path: Path, job_id: str) -> dict:
+    return json.loads((tmp_path / "logs" / job_id / "summary.json").read_text())
+
+
+def test_a_terminal_hang_up_stops_the_job_gracefully_with_its_record(tmp_path: Path) -> None:
+    marker = "hangup-marker-1"
+    argv = npulaunch_argv("run", str(job_yaml(tmp_path, marker, 2000, 0.02)), "--job-id", "hup")
+    pid, master = run_on_a_terminal(argv, tmp_path / "stderr.txt")
+    assert b"step" in read_until(master, marker.encode(), 30)
+    os.close(master)  # the terminal goes away: the kernel sends SIGHUP to the session
+    code = wait_exit(pid, 30)
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert code == 129, stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+    job = summary(tmp_path, "hup")["job"]
+    assert (job["status"], job["stop_signal"], job["exit_code"]) == ("stopped", "SIGHUP", 129)
+    events = [json.loads(line) for line in (tmp_path / "logs" / "hup" / "events.jsonl").read_text().splitlines()]
+    # the ranks were stopped with SIGTERM (their grace period), not killed
+    assert sorted(e["signal"] for e in events if e["kind"] == "rank_exited") == ["SIGTERM", "SIGTERM"]
+    assert wait_until(lambda: not marked_pids(marker), 10)
+
+
+def test_with_nohup_a_hang_up_leaves_the_job_running_to_its_end(tmp_path: Path) -> None:
+    marker = "hangup-marker-2"
+    argv = npulaunch_argv("run", str(job_yaml(tmp_path, marker, 150, 0.02)), "--job-id", "nohup", "--nohup")
+    pid, master = run_on_a_terminal(argv, tmp_path / "stderr.txt")
+    assert b"step" in read_until(master, marker.encode(), 30)
+    os.close(master)
+    code = wait_exit(pid, 60)
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+    assert summary(tmp_path, "nohup")["job"]["status"] == "succeeded"
+    for rank in (0, 1):  # nothing lost: every step is in the logs, printed after the hang-up too
+        lines = (tmp_path / "logs" / "nohup" / f"rank-{rank}" / "stdout.log").read_text().splitlines()
+        assert len([line for line in lines if line.startswith("step")]) == 150
+
+
+def test_a_reader_that_goes_away_does_not_take_the_report_with_it(tmp_path: Path) -> None:
+    # npulaunch run ... | head -1: stdout's reader leaves at once, stderr still has the report
+    marker = "pipe-marker"
+    argv = npulaunch_argv("run", str(job_yaml(tmp_path, marker, 400, 0.01, fail=True)), "--job-id", "pipe")
+    with open(tmp_path / "stderr.txt", "w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=base_env())
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        proc.stdout.close()
+        code = proc.wait(60)
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert code == 1, stderr
+    assert "root cause: rank 1 exited with code 3" in stderr, stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+    assert summary(tmp_path, "pipe")["job"]["root_cause_rank"] == 1
