@@ -10,10 +10,24 @@ from typing import Any, Optional
 
 
 def write_private(path: str, text: str) -> None:
-    """Write a file only its owner can read."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    """Write a file only its owner can read (0600 whatever the umask), whole or not at all: the
+    text goes to a temporary file beside it, is flushed to disk, and is renamed into place, so a
+    reader never sees 0 bytes or half a file, even when the disk fills up or the launcher dies.
+    Raises OSError (ENOSPC, EROFS, ...) with ``path`` unchanged."""
+    aside = "%s.%d.tmp" % (path, os.getpid())
+    try:
+        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(aside, path)
+    except BaseException:
+        try:
+            os.unlink(aside)
+        except OSError:
+            pass
+        raise
 
 
 def write_once(path: str, text: str) -> bool:
@@ -25,6 +39,8 @@ def write_once(path: str, text: str) -> bool:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
         try:
             os.link(aside, path)
         except FileExistsError:

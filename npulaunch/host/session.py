@@ -344,7 +344,7 @@ def record(config: Any, via: str, conflicts: List[str]) -> None:
     # the newest session's at the top level; every session of the process in order under "sessions"
     data = {"via": via, "pid": os.getpid(), "options": effective, "conflicts": conflicts, "sessions": _sessions}
     path = os.path.join(rank_dir, EFFECTIVE_FILE)
-    with open(path + ".tmp", "w") as handle:
+    with _private(path + ".tmp", "w") as handle:
         json.dump(data, handle, indent=2, sort_keys=True)
     os.replace(path + ".tmp", path)
 
@@ -412,12 +412,19 @@ def set_iteration_per_loop(sess: Any, train_op: Any) -> Any:
     return util.set_iteration_per_loop(sess, train_op, loops)
 
 
+def _private(path: str, mode: str) -> Any:
+    """``open(path, mode)`` for a file of the job directory: 0600 whatever the umask (the README's
+    promise; the directory holds environments and logs)."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "a" else os.O_TRUNC)
+    return os.fdopen(os.open(path, flags, 0o600), mode)
+
+
 def heartbeat() -> None:
     """Tell npulaunch this rank made progress (call it once per step; it touches a file)."""
     rank_dir = os.environ.get(RANK_DIR_VAR)
     if rank_dir and os.path.isdir(rank_dir):
         path = os.path.join(rank_dir, HEARTBEAT_FILE)
-        with open(path, "a"):
+        with _private(path, "a"):
             os.utime(path, None)
 
 
@@ -440,7 +447,7 @@ def register_stack_dump() -> bool:
         marker = os.open(os.path.join(rank_dir, STACK_SIGNAL_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return False
-    _stack_file = open(os.path.join(rank_dir, "stacks-%d.txt" % os.getpid()), "w")
+    _stack_file = _private(os.path.join(rank_dir, "stacks-%d.txt" % os.getpid()), "w")
     faulthandler.register(STACK_DUMP_SIGNAL, file=_stack_file, all_threads=True, chain=False)
     os.write(marker, ("%d %d\n" % (os.getpid(), STACK_DUMP_SIGNAL)).encode())
     os.close(marker)

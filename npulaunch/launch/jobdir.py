@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import IO, Mapping
 
 from npulaunch.diagnose.summary import JobSummary
@@ -23,23 +24,35 @@ def prepare_job_dir(plan: LaunchPlan, inherited: Mapping[str, str]) -> None:
     scheduler every node does this in a job directory the nodes may share: the node's own
     directory in it must be new, the rank table is written once, whole, by whichever node is first."""
     layout = plan.layout
-    os.makedirs(os.path.dirname(layout.job_dir), exist_ok=True)
     own = layout.own_dir
     try:
+        os.makedirs(os.path.dirname(layout.job_dir), exist_ok=True)
         if plan.node is not None:
             os.makedirs(layout.job_dir, 0o700, exist_ok=True)
-        os.mkdir(own, 0o700)
-    except FileExistsError:
+        os.mkdir(own, 0o700)  # atomic: of two launchers choosing the same directory, one gets it
+    except FileExistsError as exc:
+        if exc.filename is not None and os.path.abspath(exc.filename) != os.path.abspath(own):
+            raise PlanError(f"cannot create job directory {own}: {exc.filename} is a file") from None
         raise PlanError(f"job directory {own} already exists: choose another --job-id") from None
     except OSError as exc:
-        raise PlanError(f"cannot create job directory {own}: {exc.strerror}") from None
-    os.chmod(own, 0o700)  # whatever the umask
-    write_private(layout.plan_path, render_plan_json(plan, {host: inherited for host in plan.hosts}))
-    if plan.rank_table is not None and plan.rank_table_path is not None:
-        if plan.node is None:
-            write_private(plan.rank_table_path, render_rank_table(plan.rank_table))
-        else:
-            write_once(plan.rank_table_path, render_rank_table(plan.rank_table))
+        raise PlanError(f"cannot create job directory {own}: {_why(exc)}") from None
+    try:
+        os.chmod(own, 0o700)  # whatever the umask
+        write_private(layout.plan_path, render_plan_json(plan, {host: inherited for host in plan.hosts}))
+        if plan.rank_table is not None and plan.rank_table_path is not None:
+            if plan.node is None:
+                write_private(plan.rank_table_path, render_rank_table(plan.rank_table))
+            else:
+                write_once(plan.rank_table_path, render_rank_table(plan.rank_table))
+    except OSError as exc:  # a full disk, a read-only mount: nothing has started, leave nothing behind
+        shutil.rmtree(own, ignore_errors=True)
+        raise PlanError(f"cannot write the job directory {own}: {_why(exc)}; nothing was started") from None
+
+
+def _why(exc: OSError) -> str:
+    """``No space left on device (plan.json)``: the reason, and the file when it is not the directory."""
+    name = f" ({os.path.basename(exc.filename)})" if exc.filename else ""
+    return f"{exc.strerror or exc}{name}"
 
 
 def prepare_attempt_dir(plan: LaunchPlan, inherited: Mapping[str, str]) -> None:
@@ -47,8 +60,11 @@ def prepare_attempt_dir(plan: LaunchPlan, inherited: Mapping[str, str]) -> None:
     Without, nothing: the attempt's files go in the job directory itself."""
     layout = plan.layout
     if layout.attempt:
-        os.mkdir(layout.attempt_dir, 0o700)
-        write_private(layout.attempt_plan_path, render_plan_json(plan, {host: inherited for host in plan.hosts}))
+        try:
+            os.mkdir(layout.attempt_dir, 0o700)
+            write_private(layout.attempt_plan_path, render_plan_json(plan, {host: inherited for host in plan.hosts}))
+        except OSError as exc:
+            raise PlanError(f"cannot write the attempt directory {layout.attempt_dir}: {_why(exc)}") from None
 
 
 def open_events(layout: JobLayout) -> IO[str]:

@@ -10,6 +10,7 @@ import os
 from typing import Callable, List, Mapping, Optional
 
 from npulaunch.diagnose.summary import AttemptRecord, JobSummary
+from npulaunch.host.errors import PlanError
 from npulaunch.launch.jobdir import write_summary
 from npulaunch.launch.local import LocalRunner
 from npulaunch.launch.runner import Console, RankRunner
@@ -38,9 +39,19 @@ def run_with_restarts(
     attempts: List[AttemptRecord] = []
     attempt = 1
     while True:
-        plan = plan_for(attempt)
-        runner = make_runner(plan) if make_runner is not None else LocalRunner(plan.this_host_plan, base_env)
-        summary = Supervisor(plan, console, runner, base_env).run()
+        try:
+            planned = plan_for(attempt)
+            runner = make_runner(planned) if make_runner is not None else LocalRunner(planned.this_host_plan, base_env)
+            supervisor = Supervisor(planned, console, runner, base_env)
+            summary = supervisor.run()
+        except PlanError as exc:
+            if attempt == 1:
+                raise
+            # a restart that cannot start (its directory cannot be written, ...): the job ends with
+            # the failure that asked for it, and says why there was no restart
+            console.message(f"the restart could not start: {exc}")
+            break
+        plan = planned
         record = summary.attempt_record(attempt, plan.attempt_dir)
         attempts.append(record)
         if not should_restart(summary, attempt, max_restarts):
@@ -52,7 +63,13 @@ def run_with_restarts(
         )
         attempt += 1
     summary = summary.with_attempts(attempts)
-    write_summary(plan.layout, summary)
+    try:
+        write_summary(plan.layout, summary)
+    except OSError as exc:
+        if supervisor.record_error is None:  # else it said so already
+            console.message(
+                f"the job record on disk is incomplete: cannot write {plan.layout.summary_path}: {exc.strerror}"
+            )
     if len(attempts) > 1:
         console.message(
             "attempts: "

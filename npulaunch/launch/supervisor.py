@@ -17,6 +17,7 @@ from npulaunch.diagnose.report import build_report, describe_exit
 from npulaunch.diagnose.rootcause import ranks_word
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S
+from npulaunch.host.errors import PlanError
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.records import RankState
 from npulaunch.launch import debuglog
@@ -50,19 +51,28 @@ class Supervisor:
         self._events: Optional[IO[str]] = None
         self._kept: List[Event] = []  # what the root cause is decided from
         self._stop_after_dumps: Optional[Tuple[str, float]] = None  # (reason, monotonic deadline)
+        self.record_error: Optional[str] = None  # the first failure to write the job record
+        self._events_failed = False
 
     def run(self) -> JobSummary:
         """Run the attempt until every rank has ended; returns its summary."""
         plan, layout = self.plan, self.plan.layout
         if plan.attempt <= 1:
             prepare_job_dir(plan, self.inherited)
-            write_launcher(layout)
+            try:
+                write_launcher(layout)
+            except OSError as exc:
+                raise PlanError(f"cannot write {layout.launcher_path}: {exc.strerror}; nothing was started") from None
             if debuglog.enabled():
                 debuglog.write_to(layout.launcher_log_path)
         prepare_attempt_dir(plan, self.inherited)
         start = time.time()
-        with open_events(layout) as events:
-            self._events = events
+        try:
+            events_file = open_events(layout)
+        except OSError as exc:
+            raise PlanError(f"cannot write {layout.events_path}: {exc.strerror}; nothing was started") from None
+        self._events = events_file
+        try:
             attempt = f" (attempt {plan.attempt} of {plan.max_restarts + 1})" if plan.attempt else ""
             what = f"{plan.world_size} ranks"
             if plan.node is not None:  # under a scheduler: this node's share
@@ -93,10 +103,32 @@ class Supervisor:
                     },
                 )
             )
-        write_attempt_summary(layout, summary)
+        finally:
+            try:
+                events_file.close()
+            except (OSError, ValueError):  # what a full disk left in the buffer
+                pass
+        try:
+            write_attempt_summary(layout, summary)
+        except OSError as exc:
+            self.record_error = self.record_error or f"cannot write {layout.attempt_summary_path}: {exc.strerror}"
         log.debug("attempt finished: %s, exit code %d", summary.status.value, summary.exit_code)
         self.console.report(summary)
+        if self.record_error is not None:
+            self.console.message(
+                f"the job record on disk is incomplete: {self.record_error}; the report above is complete"
+            )
         return summary
+
+    def _record_failed(self, exc: OSError, path: str) -> None:
+        """Writing the record failed mid-run (a full disk, a read-only remount, a removed
+        directory): keep supervising, say so once now, and once more under the report."""
+        if self.record_error is None:
+            self.record_error = f"cannot write {path}: {exc.strerror or exc}"
+            log.debug("record write failed: %s", self.record_error)
+            self.console.message(
+                f"warning: {self.record_error}; the job goes on, what happens is kept in memory and reported here"
+            )
 
     def _loop(self) -> None:
         runner = self.runner
@@ -120,7 +152,13 @@ class Supervisor:
 
     def _record(self, event: Event) -> None:
         assert self._events is not None
-        self._events.write(event.to_json() + "\n")
+        if self.record_error is not None and self._events_failed:
+            return
+        try:
+            self._events.write(event.to_json() + "\n")
+        except (OSError, ValueError) as exc:
+            self._events_failed = True
+            self._record_failed(exc if isinstance(exc, OSError) else OSError(str(exc)), self.plan.layout.events_path)
 
     def _on_event(self, event: Event) -> None:
         """Record every event; apply fail-fast; tell the user what npulaunch is doing."""

@@ -63,7 +63,7 @@ class StackDumps:
                 batch.settle_at = max(batch.settle_at, now + FAULTHANDLER_SETTLE_S)
             elif shutil.which("py-spy"):
                 path = os.path.join(rank_dir, "stacks-py-spy.txt")
-                out = open(path, "wb")
+                out = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
                 dumper = subprocess.Popen(
                     ["py-spy", "dump", "--pid", str(pgid)],
                     stdout=out,
