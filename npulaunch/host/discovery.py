@@ -1,8 +1,10 @@
 """Ask this host's NPU tools what they have: devices (``npu-smi info``) and NPU NIC addresses
-(``hccn_tool -i <id> -ip -g``).
+(``hccn_tool -i <id> -ip -g``); read the two variables that decide which devices a process sees
+(``ASCEND_VISIBLE_DEVICES``, ``ASCEND_RT_VISIBLE_DEVICES``).
 
 ``parse_*`` are pure and read the tools' documented text formats; ``discover_*`` run the tools
-through an injectable runner. Used by the plan only for ``devices: all`` and rank-table IPs.
+through an injectable runner. Used by the plan for ``devices: all``, rank-table IPs and the
+physical -> logical -> ASCEND_DEVICE_ID mapping (plan/hosts.py), and by a remote host's probe.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.host.errors import PlanError
 
@@ -19,8 +21,10 @@ TOOL_TIMEOUT_S = 20.0
 
 # "| 0     910B2C              | OK            | 86.8        35     ..." (one per NPU card)
 _NPU_ROW = re.compile(r"^\|\s*(\d+)\s+(\S+)\s*\|\s*([A-Za-z]+)\s*\|")
-# "| 0                         | 0000:66:00.0  | 0           0    / 0 ..." (one per chip)
-_CHIP_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*\|")
+# "| 0                         | 0000:66:00.0  | 0           0    / 0 ..." (one per chip); Atlas A3's
+# npu-smi adds a Phy-ID column after the chip ("| 1     1                   | 0000:9F:00.0 ..."), its two
+# dies being two devices (vllm-project/vllm-ascend issue 2035, npu-smi 24.1.rc3.7)
+_CHIP_ROW = re.compile(r"^\|\s*(\d+)(?:\s+(\d+))?\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*\|")
 _IPADDR = re.compile(r"^\s*ipaddr\s*:\s*(\d{1,3}(?:\.\d{1,3}){3})\s*$", re.MULTILINE)
 
 
@@ -34,6 +38,7 @@ class NpuChip:
     name: str
     health: str
     bus_id: str
+    phy_id: Optional[int] = None  # the Phy-ID column (Atlas A3), else not shown
 
 
 def parse_npu_smi_info(text: str) -> Tuple[NpuChip, ...]:
@@ -49,7 +54,8 @@ def parse_npu_smi_info(text: str) -> Tuple[NpuChip, ...]:
             continue
         chip = _CHIP_ROW.match(line)
         if chip and card is not None:
-            chips.append(NpuChip(len(chips), card[0], int(chip.group(1)), card[1], card[2], chip.group(2)))
+            phy = None if chip.group(2) is None else int(chip.group(2))
+            chips.append(NpuChip(len(chips), card[0], int(chip.group(1)), card[1], card[2], chip.group(3), phy))
     return tuple(chips)
 
 
@@ -91,15 +97,114 @@ def discover_devices(runner: Runner = run_tool) -> Tuple[NpuChip, ...]:
 USABLE_HEALTH = ("OK", "Warning")
 
 
-def discover_usable_devices(runner: Runner = run_tool) -> Tuple[int, ...]:
-    """Logical ids for ``devices: all``; refuses when npu-smi reports a chip as unusable, since a
-    rank on it would fail after the others had started."""
+def discover_usable_devices(runner: Runner = run_tool, environ: Optional[Mapping[str, str]] = None) -> Tuple[int, ...]:
+    """Physical ids for ``devices: all`` (see physical_ids); refuses when npu-smi reports a chip as
+    unusable, since a rank on it would fail after the others had started."""
+    import os
+
     chips = discover_devices(runner)
-    bad = [c for c in chips if c.health not in USABLE_HEALTH]
+    ids = physical_ids(chips, (os.environ if environ is None else environ).get(CONTAINER_VISIBLE_VAR))
+    bad = [(c, p) for c, p in zip(chips, ids) if c.health not in USABLE_HEALTH]
     if bad:
-        listed = ", ".join(f"device {c.logical_id} (NPU {c.npu_id}) health {c.health}" for c in bad)
+        listed = ", ".join(f"device {p} (NPU {c.npu_id}) health {c.health}" for c, p in bad)
         raise PlanError(f"npu-smi info reports {listed}; list the healthy devices explicitly")
+    return ids
+
+
+# --- which devices a process sees
+
+CONTAINER_VISIBLE_VAR = "ASCEND_VISIBLE_DEVICES"
+RT_VISIBLE_VAR = "ASCEND_RT_VISIBLE_DEVICES"
+# Ascend Docker Runtime's device names: "Ascend910-3", "npu-3" (Ascend/mind-cluster
+# component/ascend-docker-runtime/runtime/process/process.go @ 22bb3d9, deviceRegx)
+_DEVICE_NAME = re.compile(r"^(?:Ascend(?:910|310B|310P|310)|npu)-(\d+)$")
+
+
+def physical_ids(chips: Sequence[NpuChip], container_visible: Optional[str]) -> Tuple[int, ...]:
+    """The physical id (/dev/davinci<N>, the rank table's device_id) of each chip npu-smi lists.
+
+    Inside a container started by Ascend Docker Runtime, ASCEND_VISIBLE_DEVICES lists the physical
+    ids mounted; the chips are taken to be those in ascending order (the runtime numbers the
+    mounted devices 0..k-1; that it does so in ascending physical order is an assumption no source
+    confirms, so the plan shows the mapping). Otherwise npu-smi's Phy-ID column (Atlas A3), else the
+    listing order (outside a container logical and physical ids coincide)."""
+    mounted = parse_container_visible_devices(container_visible) if container_visible else None
+    if mounted and len(mounted) == len(chips):
+        return mounted
+    if chips and all(c.phy_id is not None for c in chips):
+        return tuple(int(c.phy_id or 0) for c in chips)
     return tuple(c.logical_id for c in chips)
+
+
+def parse_container_visible_devices(text: str) -> Optional[Tuple[int, ...]]:
+    """The physical ids Ascend Docker Runtime mounts for ``ASCEND_VISIBLE_DEVICES`` (ascending, each
+    once), or None when the value is not in its format: ids and ranges ("0-2,5"), or names
+    ("Ascend910-0,Ascend910-1"); "void" mounts none (process.go @ 22bb3d9: checkVisibleDevice,
+    parseDevices, getDeviceListFromVisibleValue, parseAscendDevices). The runtime mounts each
+    /dev/davinci<N> at the same path inside the container (getMountPath)."""
+    text = text.strip()
+    if text in ("", "void"):
+        return ()
+    ids: List[int] = []
+    named = "Ascend" in text or "npu" in text
+    for item in text.split(","):
+        item = item.strip()
+        if named:
+            match = _DEVICE_NAME.match(item)
+            if match is None:
+                return None
+            ids.append(int(match.group(1)))
+            continue
+        low, _, high = item.partition("-")
+        if not low.strip().isdigit() or (high and not high.strip().isdigit()):
+            return None
+        first, last = int(low), int(high or low)
+        if first > last:
+            return None
+        ids.extend(range(first, last + 1))
+    return tuple(sorted(set(ids)))
+
+
+_RT_ACCEPTED = re.compile(r"^(\d+(?:,\d+)*),?")
+
+
+def parse_rt_visible_devices(text: str) -> Tuple[Tuple[int, ...], str]:
+    """``(ids, problem)`` for ``ASCEND_RT_VISIBLE_DEVICES``: the logical ids the CANN runtime makes
+    visible, in order (a process then addresses them as 0..k-1), and, when the runtime would not
+    take the value as written, why ("" otherwise).
+
+    The runtime's own reading (hicann/runtime src/runtime/core/src/runtime.cc @ 681ef76,
+    SplitString and Runtime::GetVisibleDevices): ids separated by single commas; it stops at the
+    first other character (" " in "1, 2,3": only 1); a value not starting with a digit, or ids out
+    of ascending order, or a duplicate make no device visible at all (aclrtGetDeviceCount fails
+    with EE2002). Ids beyond the machine's device count also stop it; that count is not known here.
+    docs/zh/env_vars/ASCEND_RT_VISIBLE_DEVICES.md: logical ids, ascending, a trial variable."""
+    match = _RT_ACCEPTED.match(text)
+    if match is None:
+        return (), (
+            f"{text!r} does not start with a digit: the CANN runtime then makes no device visible "
+            "(aclrtGetDeviceCount fails with EE2002)"
+        )
+    ids = tuple(int(token) for token in match.group(1).split(","))
+    for index in range(1, len(ids)):
+        if ids[index] == ids[index - 1] or ids[index] in ids[:index]:
+            return (
+                (),
+                f"{text!r} lists device {ids[index]} twice: the CANN runtime then makes no device visible (EE2002)",
+            )
+        if ids[index] < ids[index - 1]:
+            return (), (
+                f"{text!r} is not in ascending order: the CANN runtime then makes no device visible "
+                "(EE2002, 'configured in ascending order')"
+            )
+    rest = text[match.end() :]
+    if rest:
+        shown = ",".join(str(i) for i in ids)
+        return ids, (
+            f"the CANN runtime reads only {shown} of {text!r}: it stops at {rest[0]!r} "
+            "(only digits and single commas are read)"
+        )
+    return ids, ""
 
 
 def discover_device_ips(device_ids: Sequence[int], runner: Runner = run_tool) -> Optional[Tuple[str, ...]]:

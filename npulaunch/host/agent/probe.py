@@ -1,6 +1,7 @@
 """What a host has, asked by the launcher's preflight before anything starts: the python version,
 the clock, the working directory and the command's script, free disk for the job directory, the
-NPUs ``npu-smi info`` lists and, when the rank table needs them, the NPU NIC addresses
+NPUs ``npu-smi info`` lists (by physical id), the ASCEND_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES
+the ranks would inherit there and, when the rank table needs them, the NPU NIC addresses
 ``hccn_tool -i <id> -ip -g`` reports. Runs inside the remote agent (standard library only).
 
 The probe only gathers facts; the launcher judges them (``backends.remotecheck``), so every
@@ -16,7 +17,14 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from npulaunch.host.discovery import TOOL_TIMEOUT_S, parse_hccn_ip, parse_npu_smi_info
+from npulaunch.host.discovery import (
+    CONTAINER_VISIBLE_VAR,
+    RT_VISIBLE_VAR,
+    TOOL_TIMEOUT_S,
+    parse_hccn_ip,
+    parse_npu_smi_info,
+    physical_ids,
+)
 
 
 def _tool(argv: List[str]) -> str:
@@ -43,11 +51,15 @@ def probe(ask: Dict[str, Any]) -> Dict[str, Any]:
         "free_bytes": shutil.disk_usage(_existing_parent(ask["job_dir"])).free,
         "npus": None,
         "device_ips": None,
+        # the ranks inherit the agent's environment: these decide their ASCEND_DEVICE_ID (plan/hosts.py)
+        "visible": {name: os.environ.get(name) for name in (CONTAINER_VISIBLE_VAR, RT_VISIBLE_VAR)},
         "errors": [],
     }
     if shutil.which("npu-smi"):
         try:
-            found["npus"] = [[c.logical_id, c.health] for c in parse_npu_smi_info(_tool(["npu-smi", "info"]))]
+            chips = parse_npu_smi_info(_tool(["npu-smi", "info"]))
+            ids = physical_ids(chips, os.environ.get(CONTAINER_VISIBLE_VAR))
+            found["npus"] = [[device, c.health] for device, c in zip(ids, chips)]
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
             found["errors"].append(f"npu-smi info: {exc}")
     if ask.get("need_ips"):
