@@ -23,9 +23,9 @@ HOST_PATTERN = re.compile(r"^[A-Za-z0-9_.:%-]+$")
 
 
 class RankTableMode(str, Enum):
-    AUTO = "auto"  # write one when device IPs are known; required for more than one host
+    AUTO = "auto"  # write one when it can be built; without one, more than one rank on NPUs is an error
     REQUIRED = "required"  # refuse to start without one
-    NONE = "none"  # never write one (single-host jobs)
+    NONE = "none"  # never write one: the ranks cannot use HCCL together (plan/hosts.py)
     CM = "cm"  # rank-table-free: HCCL forms the cluster from the CM_* variables npulaunch sets (plan/rankfree.py)
 
 
@@ -46,7 +46,11 @@ class ConsoleMode(str, Enum):
 
 
 ALL_DEVICES = "all"
-Devices = Union[Tuple[int, ...], str]  # a tuple of logical ids, or ALL_DEVICES
+# Device ids are physical: the ids of /dev/davinci<N> and npu-smi, which HCCL's rank table and hccn_tool
+# use (hicann/hccl docs/zh/user_guide/cluster_info_config/rank_table_config_*.md @ 09300b7, device_id).
+# The plan maps them to the id each rank opens (ASCEND_DEVICE_ID) through ASCEND_VISIBLE_DEVICES and
+# ASCEND_RT_VISIBLE_DEVICES (plan/hosts.py).
+Devices = Union[Tuple[int, ...], str]  # a tuple of physical ids, or ALL_DEVICES
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,10 @@ class HostConfig:
     device_ips: Optional[Tuple[str, ...]] = None
     path: YamlPath = ()  # where the entry is in the YAML, for later errors
     ssh: Dict[str, Any] = field(default_factory=dict)  # user, port, identity_file of this host
+    # Atlas A3 super-node networking (rank table version 1.2): the host's super pod and each device's
+    # super_device_id, keyed by device id so that --devices / --nproc-per-node keep the right ones.
+    super_pod_id: Optional[str] = None
+    super_device_ids: Optional[Dict[int, int]] = None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,14 @@ from npulaunch.config.cluster import (
     RankTableMode,
     validate_job_id,
 )
-from npulaunch.config.sections import parse_env, parse_monitor, parse_session_options, parse_slurm
+from npulaunch.config.sections import (
+    check_super_pods,
+    parse_env,
+    parse_monitor,
+    parse_session_options,
+    parse_slurm,
+    parse_super_pod,
+)
 from npulaunch.host.errors import ConfigError, YamlPath, render_path
 from npulaunch.host.spec import FORWARDABLE_SIGNALS
 
@@ -66,7 +73,7 @@ JOB_KEYS = (
     "max_restarts",
 )
 MAX_RESTARTS = 100
-HOST_KEYS = ("host", "devices", "device_ips", "user", "port", "identity_file")
+HOST_KEYS = ("host", "devices", "device_ips", "super_pod_id", "super_device_ids", "user", "port", "identity_file")
 SSH_KEYS = (
     "user",
     "identity_file",
@@ -100,6 +107,7 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     env = parse_env(check, top.get("env"))
     options = parse_session_options(check, top.get("session_options"))
     switches = _parse_switches(check, top)
+    check_super_pods(check, hosts, switches["product"])
     monitor = parse_monitor(check, top.get("monitor"))
     ssh = _parse_ssh(check, top.get("ssh"))
     slurm = parse_slurm(check, top.get("slurm"))
@@ -302,8 +310,9 @@ def _parse_hosts(check: Checker, value: Any) -> Tuple[HostConfig, ...]:
         devices = _parse_devices(check, item.get("devices", ALL_DEVICES), path + ("devices",))
         ips = _parse_device_ips(check, item.get("device_ips"), path + ("device_ips",), devices)
         login = _parse_login(check, item, path)
+        pod, super_ids = parse_super_pod(check, item, path, devices)
         if name is not None and devices is not None:
-            hosts.append(HostConfig(name, devices, ips, path, login))
+            hosts.append(HostConfig(name, devices, ips, path, login, pod, super_ids))
     return tuple(hosts)
 
 

@@ -1,5 +1,6 @@
 """The YAML's ``env`` and ``session_options`` sections, checked against the catalog: each value
-typed and rendered (values.py), unknown names refused or warned about. Part of the config layer.
+typed and rendered (values.py), unknown names refused or warned about; ``monitor``, ``slurm`` and the
+hosts' super-pod keys. Part of the config layer.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from npulaunch.config.checker import Checker, describe, did_you_mean
+from npulaunch.config.cluster import ALL_DEVICES, Devices, HostConfig
 from npulaunch.host.errors import YamlPath
 
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -23,6 +25,9 @@ RANK_VARIABLES = (
     "ASCEND_PROCESS_LOG_PATH",
 )
 NPULAUNCH_PREFIX = "NPULAUNCH_"
+# Read by the plan, not passed through unchecked: it decides every rank's ASCEND_DEVICE_ID, and a bad
+# value is refused there (plan/hosts.py), so it is no "unknown variable" even without a catalog row.
+PLAN_CHECKED_VARIABLES = ("ASCEND_RT_VISIBLE_DEVICES",)
 
 
 def env_problems(yaml_env: Mapping[str, Optional[str]]) -> List[Tuple[str, str, str, str]]:
@@ -84,7 +89,7 @@ def parse_env(check: Checker, value: Any) -> Dict[str, Optional[str]]:
                 check_env_value(spec, env[name] or "")
             except ValueProblem as problem:
                 check.add(path, problem.found, problem.allowed, problem.hint)
-        elif spec is None and name.startswith(("ASCEND_", "HCCL_")):
+        elif spec is None and name.startswith(("ASCEND_", "HCCL_")) and name not in PLAN_CHECKED_VARIABLES:
             check.warn(
                 path,
                 f"unknown variable {name}",
@@ -207,3 +212,88 @@ def parse_slurm(check: Checker, value: Any) -> Dict[str, Any]:
     else:
         result["sbatch_options"] = tuple(extra)
     return result
+
+
+# Atlas A3 super-node networking: HCCL's rank table version 1.2 gives each server's super pod
+# (super_pod_list[].super_pod_id, any globally unique string) and each device's super_device_id (the
+# SDID of `npu-smi info -t spod-info`); without them HCCL uses "AI Server mode" (version 1.0).
+# hicann/hccl docs/zh/user_guide/cluster_info_config/rank_table_config_a3.md @ 09300b7.
+SUPER_POD_PRODUCT = "atlas-a3"
+MAX_SUPER_DEVICE_ID = 2**32 - 2  # HCCL keeps it in a u32 whose all-ones value means "not set"
+
+
+def parse_super_pod(
+    check: Checker, item: Dict[str, Any], path: YamlPath, devices: Optional[Devices]
+) -> Tuple[Optional[str], Optional[Dict[int, int]]]:
+    """``super_pod_id`` and ``super_device_ids`` (one per device, like device_ips) of a host entry."""
+    if "super_pod_id" not in item and "super_device_ids" not in item:
+        return None, None
+    pod = item.get("super_pod_id")
+    if isinstance(pod, int) and not isinstance(pod, bool) and pod >= 0:
+        pod = str(check.source_text(pod, path + ("super_pod_id",)))
+    if "super_pod_id" not in item or not isinstance(pod, str) or not pod.strip() or pod != pod.strip():
+        found = "no super_pod_id" if "super_pod_id" not in item else describe(item["super_pod_id"])
+        check.add(path + ("super_pod_id",), found, "the host's super pod: a number or a string, unique per pod")
+        pod = None
+    given = item.get("super_device_ids")
+    allowed = f"a list of super_device_ids 0-{MAX_SUPER_DEVICE_ID}, one per device in devices"
+    if not isinstance(devices, tuple) or not isinstance(given, list) or len(given) != len(devices):
+        if devices is not None:
+            found = "no super_device_ids" if given is None else describe(given)
+            if isinstance(given, list) and isinstance(devices, tuple):
+                found = f"{len(given)} super_device_ids for {len(devices)} devices"
+            hint = "list the devices (or give a count) to pair them" if devices == ALL_DEVICES else ""
+            check.add(path + ("super_device_ids",), found, allowed, hint)
+        return pod, None
+    ids: Dict[int, int] = {}
+    for i, (device, value) in enumerate(zip(devices, given)):
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_SUPER_DEVICE_ID:
+            check.add(path + ("super_device_ids", i), describe(value), f"a super_device_id 0-{MAX_SUPER_DEVICE_ID}")
+        elif value in ids.values():
+            check.add(path + ("super_device_ids", i), describe(value), "each super_device_id once")
+        else:
+            ids[device] = value
+    return pod, (ids if len(ids) == len(devices) else None)
+
+
+def check_super_pods(check: Checker, hosts: Tuple[HostConfig, ...], product: Optional[str]) -> None:
+    """Super pods are for Atlas A3, on every host or none, each pod's hosts listed together."""
+    given = [h for h in hosts if h.super_pod_id is not None]
+    if not given:
+        return
+    if product != SUPER_POD_PRODUCT:
+        check.add(
+            given[0].path + ("super_pod_id",),
+            f"super_pod_id with product {product or '(not set)'}",
+            f"super pods only with product: {SUPER_POD_PRODUCT}",
+            "rank table version 1.2 (super_pod_list) is HCCL's format for Atlas A3 super-node networking",
+        )
+    for host in hosts:
+        if host.super_pod_id is None:
+            check.add(
+                host.path + ("super_pod_id",),
+                "no super_pod_id",
+                "super_pod_id and super_device_ids on every host, or on none",
+                "one rank table (version 1.2) lists every server's super pod",
+            )
+    in_pod: Dict[Tuple[str, int], str] = {}  # HCOMM CheckSuperPodInfo: unique within a super pod
+    for host in given:
+        for device, sdid in (host.super_device_ids or {}).items():
+            other = in_pod.setdefault((host.super_pod_id or "", sdid), host.host)
+            if other != host.host:
+                check.add(
+                    host.path + ("super_device_ids",),
+                    f"super_device_id {sdid} (device {device}), also on {other}",
+                    "each super_device_id once in a super pod",
+                    "it identifies the NPU in the super pod (npu-smi info -t spod-info: SDID)",
+                )
+    seen: List[str] = []
+    for host in given:
+        if seen and host.super_pod_id in seen and seen[-1] != host.super_pod_id:
+            check.add(
+                host.path + ("super_pod_id",),
+                f"super pod {host.super_pod_id!r} after super pod {seen[-1]!r}",
+                "the hosts of one super pod listed together",
+                "HCCL does not accept the servers of two super pods interleaved (rank_table_config_a3.md)",
+            )
+        seen.append(host.super_pod_id or "")

@@ -74,11 +74,21 @@ def open_events(layout: JobLayout) -> IO[str]:
 
 
 def write_launcher(layout: JobLayout) -> None:
-    """Record this launcher in launcher.json (pid and start time, so a reused pid is never mistaken
-    for it): what ``npulaunch stop`` signals."""
-    from npulaunch.host.agent.procs import start_ticks
+    """Record this launcher in launcher.json: its host, pid, start time in clock ticks since boot and
+    the boot id (so that neither a reused pid nor a rebooted machine is mistaken for it), and the
+    wall-clock start. What ``npulaunch stop`` signals and ``status`` checks (launch/control.py)."""
+    import socket
+    import time
 
-    record = {"pid": os.getpid(), "start_ticks": start_ticks(os.getpid())}
+    from npulaunch.host.agent.procs import boot_id, start_ticks
+
+    record = {
+        "pid": os.getpid(),
+        "start_ticks": start_ticks(os.getpid()),
+        "boot_id": boot_id(),
+        "host": socket.gethostname(),
+        "started": time.time(),
+    }
     write_private(layout.launcher_path, json.dumps(record) + "\n")
 
 

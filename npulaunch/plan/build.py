@@ -18,7 +18,7 @@ from npulaunch.config.cluster import (
 )
 from npulaunch.host.errors import ConfigError, ConfigProblem
 from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, RankSpec
-from npulaunch.plan.hosts import decide_rank_table, resolve_devices, resolve_ips
+from npulaunch.plan.hosts import check_device_groups, decide_rank_table, map_devices, resolve_devices, resolve_ips
 from npulaunch.plan.launchplan import Discovery, LaunchPlan
 from npulaunch.plan.layout import JobLayout
 from npulaunch.plan.rankenv import RankContext, build_rank_env
@@ -49,9 +49,13 @@ def build_plan(
     sources: Dict[str, str] = {"job_id": job_id_source}
     sources.update(config.sources)
     notes: List[str] = []
-    devices_by_host = [
-        resolve_devices(config, index, host, discovery, sources) for index, host in enumerate(config.hosts)
-    ]
+    device_warnings: List[str] = []
+    host_devices = tuple(  # physical -> logical -> ASCEND_DEVICE_ID (plan/hosts.py)
+        map_devices(config, host, resolve_devices(config, index, host, discovery, sources), discovery, device_warnings)
+        for index, host in enumerate(config.hosts)
+    )
+    devices_by_host = [mapped.physical for mapped in host_devices]
+    check_device_groups(config, devices_by_host, device_warnings)
     ips_by_host = [
         resolve_ips(host, devices, discovery, sources, index)
         for index, (host, devices) in enumerate(zip(config.hosts, devices_by_host))
@@ -62,9 +66,13 @@ def build_plan(
     unprobed = discovery.remote is None and any(
         ips is None and host.host not in discovery.local_names for host, ips in zip(config.hosts, ips_by_host)
     )
-    table, table_path = decide_rank_table(config, devices_by_host, ips_by_host, layout, notes, unprobed)
+    table, table_path, table_version, table_reason = decide_rank_table(
+        config, devices_by_host, ips_by_host, layout, notes, discovery, unprobed
+    )
     world_size = sum(len(devices) for devices in devices_by_host)
-    cluster = _cluster_info(config, devices_by_host, discovery, sources, notes, unprobed=node is None)
+    # CM_CHIEF_DEVICE: the chief rank's own device as its process opens it (ASCEND_DEVICE_ID)
+    user_devices = [mapped.user for mapped in host_devices]
+    cluster = _cluster_info(config, user_devices, discovery, sources, notes, unprobed=node is None)
     warnings: List[str] = []
     if config.session_options or config.env or config.warnings:  # the catalog costs ~15 ms to import
         from npulaunch.plan.rankoptions import check_job_options, shared_dir_warnings
@@ -72,13 +80,14 @@ def build_plan(
         errors, warnings = check_job_options(config, world_size)
         if errors:
             raise ConfigError(errors)
+    warnings = device_warnings + list(warnings)
     tf_configs = _cpu_fallback(config, devices_by_host, discovery, notes, warnings) if config.cpu_fallback else []
     job = _Job(config, job_id, job_uuid, layout, table_path, world_size, cluster)
     ranks: List[RankSpec] = []
-    for node_rank, (host, devices) in enumerate(zip(config.hosts, devices_by_host)):
-        for local_rank, device_id in enumerate(devices):
+    for node_rank, (host, mapped) in enumerate(zip(config.hosts, host_devices)):
+        for local_rank, device_id in enumerate(mapped.physical):
             slot = _Slot(
-                len(ranks), host.host, node_rank, local_rank, device_id, devices, host.host in discovery.local_names
+                len(ranks), host.host, node_rank, local_rank, device_id, mapped.user, host.host in discovery.local_names
             )
             ranks.append(_rank_spec(job, slot, tf_configs[slot.rank] if tf_configs else {}))
     if config.session_options or config.data_preprocess:  # the rules again, on what each rank will get
@@ -121,6 +130,9 @@ def build_plan(
         max_restarts=config.job.max_restarts,
         local_names=tuple(discovery.local_names),
         node=node,
+        host_devices=host_devices,
+        rank_table_version=table_version,
+        rank_table_reason=table_reason,
     )
 
 
@@ -259,8 +271,8 @@ class _Slot:
     host: str
     node_rank: int
     local_rank: int
-    device_id: int
-    host_devices: Tuple[int, ...]
+    device_id: int  # physical
+    host_devices: Tuple[int, ...]  # the host's devices as its ranks open them (ASCEND_DEVICE_ID)
     local: bool = True  # on the launcher's own host
 
 
@@ -283,6 +295,8 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
             },
         )
     if config.data_preprocess:  # one main process per host feeds the host's devices (seeds: Data Augmentation)
+        # in the numbering of ASCEND_DEVICE_ID: the TF Adapter's host queue dataset keeps this list beside
+        # its own device id from GetDeviceID (tf_adapter/kernels/aicpu/host_queue_dataset_op.cc @ 82957b92)
         options["local_rank_id"] = slot.local_rank
         options["local_device_list"] = ",".join(str(d) for d in slot.host_devices)
     ctx = RankContext(
@@ -293,6 +307,7 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
         node_rank=slot.node_rank,
         host=slot.host,
         device_id=slot.device_id,
+        ascend_device_id=slot.host_devices[slot.local_rank],
         job_id=job.job_id,
         job_uuid=job.job_uuid,
         job_dir=job.layout.job_dir,

@@ -1,18 +1,34 @@
 """Each host's devices and device IPs (from the YAML, this host's npu-smi / hccn_tool, or a
-remote host's preflight probe), and the HCCL rank table decided from them. Part of build_plan;
-pure: discovery comes in as callables and data.
+remote host's preflight probe), the id each rank opens (ASCEND_DEVICE_ID), the device-group rule,
+and the HCCL rank table decided from them. Part of build_plan; pure: discovery comes in as
+callables and data.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import ClusterConfig, HostConfig, RankTableMode
-from npulaunch.host.discovery import USABLE_HEALTH
-from npulaunch.host.errors import ConfigError, PlanError
-from npulaunch.plan.launchplan import Discovery
+from npulaunch.host.discovery import (
+    CONTAINER_VISIBLE_VAR,
+    RT_VISIBLE_VAR,
+    USABLE_HEALTH,
+    parse_container_visible_devices,
+    parse_rt_visible_devices,
+)
+from npulaunch.host.errors import ConfigError, ConfigProblem, PlanError
+from npulaunch.plan.launchplan import Discovery, HostDevices
 from npulaunch.plan.layout import JobLayout
-from npulaunch.plan.ranktable import build_rank_table, rank_table_problems
+from npulaunch.plan.ranktable import (
+    ATLAS_TRAINING,
+    TRAINING_RULE,
+    Server,
+    build_rank_table,
+    choose_version,
+    device_group_problem,
+    device_ips_optional,
+    rank_table_problems,
+)
 
 
 def resolve_devices(
@@ -98,53 +114,193 @@ def resolve_ips(
     return None
 
 
+# --- physical -> logical -> ASCEND_DEVICE_ID
+#
+# The YAML's devices are physical ids (/dev/davinci<N>, npu-smi): the rank table's device_id must be
+# one ("AI处理器的物理ID", rank_table_config_*.md) and HCCL checks that the rank's device has that
+# physical id (EI0014). Inside a container made by Ascend Docker Runtime, ASCEND_VISIBLE_DEVICES lists
+# the physical ids it mounted and the runtime numbers them 0..k-1 (logical ids; ascending order
+# assumed, no source confirms it: the plan shows the mapping). ASCEND_RT_VISIBLE_DEVICES lists logical
+# ids; a process then opens its index in that list, and ASCEND_DEVICE_ID must be that index
+# (hicann/runtime @ 681ef76 docs/zh/env_vars/ASCEND_RT_VISIBLE_DEVICES.md, "使用约束"). DEVICE_ID stays
+# the physical id: the TF Adapter reads DEVICE_ID only without ASCEND_DEVICE_ID, as a physical id it
+# converts (hicann/tensorflow @ 82957b92 tf_adapter/util/npu_attrs.cc, GetEnvDeviceID), and it is the
+# id the rank table and the job's logs name. MindX / Volcano give physical ids in the same way
+# (ASCEND_VISIBLE_DEVICES, hccl.json's device_id), so a pod is just a container here.
+
+
+def map_devices(
+    config: ClusterConfig,
+    host: HostConfig,
+    devices: Tuple[int, ...],
+    discovery: Discovery,
+    warnings: List[str],
+) -> HostDevices:
+    """The host's devices in the three numberings. Refuses a device the ranks could not open, and an
+    ASCEND_RT_VISIBLE_DEVICES the CANN runtime would not read as written. ``devices: all`` keeps only
+    the visible devices."""
+    inherited: Mapping[str, Any] = {}
+    where = ""
+    if host.host in discovery.local_names:
+        inherited, where = discovery.environ(), "inherited by npulaunch on this host"
+    elif discovery.remote is not None:
+        inherited, where = discovery.remote.get(host.host, {}).get("visible") or {}, f"inherited on {host.host}"
+    if RT_VISIBLE_VAR in config.env:
+        rt, rt_where = config.env[RT_VISIBLE_VAR], "set in the YAML's env"  # null: removed
+    else:
+        rt, rt_where = inherited.get(RT_VISIBLE_VAR), where
+    logical, mounted = devices, None
+    container = inherited.get(CONTAINER_VISIBLE_VAR)
+    if container:
+        mounted = parse_container_visible_devices(container)
+        if mounted is None:
+            warnings.append(
+                f"warning: {host.host}: ASCEND_VISIBLE_DEVICES={container} ({where}) is not in Ascend Docker "
+                "Runtime's format; the devices are taken as numbered alike inside and outside"
+            )
+        else:
+            outside = [d for d in devices if d not in mounted]
+            if outside:
+                raise ConfigError(
+                    [
+                        config.problem(
+                            host.path + ("devices",),
+                            "device " + ", ".join(map(str, outside)),
+                            "the devices mounted in this container: " + (", ".join(map(str, mounted)) or "none"),
+                            f"ASCEND_VISIBLE_DEVICES={container}, {where}, lists the physical ids Ascend Docker "
+                            "Runtime mounted here, and devices are physical ids",
+                        )
+                    ]
+                )
+            logical = tuple(mounted.index(d) for d in devices)
+    if rt is None:
+        return HostDevices(host.host, devices, logical, logical, _given(container, where, mounted), None)
+    visible, problem = parse_rt_visible_devices(rt)
+    if problem:
+        raise ConfigError([_rt_problem(config, rt_where, rt, problem)])
+    if isinstance(host.devices, str):  # devices: all
+        kept = [i for i, n in enumerate(logical) if n in visible]
+        devices, logical = tuple(devices[i] for i in kept), tuple(logical[i] for i in kept)
+    hidden = [d for d, n in zip(devices, logical) if n not in visible]
+    if hidden or not devices:
+        shown = [f"{mounted[n] if mounted and n < len(mounted) else n}" for n in visible]
+        raise ConfigError(
+            [
+                config.problem(
+                    host.path + ("devices",),
+                    ("device " + ", ".join(map(str, hidden))) if hidden else "no device",
+                    "a device ASCEND_RT_VISIBLE_DEVICES makes visible: physical " + ", ".join(shown),
+                    f"ASCEND_RT_VISIBLE_DEVICES={rt}, {rt_where}, lists logical ids"
+                    + (", 0..k-1 over this container's devices" if mounted else ", physical ids outside a container")
+                    + ", and a rank cannot open any other device",
+                )
+            ]
+        )
+    user = tuple(visible.index(n) for n in logical)
+    return HostDevices(host.host, devices, logical, user, _given(container, where, mounted), (rt, rt_where))
+
+
+def _given(value: Optional[str], where: str, understood: Optional[Tuple[int, ...]]) -> Optional[Tuple[str, str]]:
+    return (value, where) if value and understood is not None else None
+
+
+def _rt_problem(config: ClusterConfig, where: str, value: str, problem: str) -> ConfigProblem:
+    allowed = "logical device ids in ascending order, each once, separated by single commas (e.g. 0,1,4)"
+    if where == "set in the YAML's env":
+        return config.problem(("env", RT_VISIBLE_VAR), repr(value), allowed, problem)
+    source = "npulaunch's environment" if "npulaunch" in where else "the environment " + where.replace("inherited ", "")
+    return ConfigProblem(source, None, RT_VISIBLE_VAR, repr(value), allowed, problem)
+
+
+def check_device_groups(config: ClusterConfig, devices_by_host: Sequence[Tuple[int, ...]], warnings: List[str]) -> None:
+    """HCCL's rule for Atlas training servers (plan/ranktable.py has it and its sources): refused with
+    product: atlas-training, a warning without a product, nothing for the others (no such rule). Jobs
+    that do not use HCCL (cpu_fallback, rank_table: none) are not checked."""
+    if config.cpu_fallback or config.rank_table is RankTableMode.NONE or sum(map(len, devices_by_host)) < 2:
+        return
+    counts = [len(devices) for devices in devices_by_host]
+    found = [(i, device_group_problem(devices, counts)) for i, devices in enumerate(devices_by_host)]
+    found = [(i, why) for i, why in found if why]
+    if not found:
+        return
+    if config.product == ATLAS_TRAINING:
+        raise ConfigError(
+            [
+                config.problem(config.hosts[i].path + ("devices",), why, TRAINING_RULE, "HCCL refuses other sets here")
+                for i, why in found
+            ]
+        )
+    if config.product is None:
+        for i, why in found:
+            warnings.append(
+                f"warning: hosts[{i}].devices ({config.hosts[i].host}): {why}; on an Atlas training server "
+                f"(product: atlas-training) HCCL allows {TRAINING_RULE}. Set product: to check your product's "
+                "rule (atlas-a2 and atlas-a3 have none)"
+            )
+
+
+# --- the rank table
+
+
 def decide_rank_table(
     config: ClusterConfig,
     devices_by_host: Sequence[Tuple[int, ...]],
     ips_by_host: Sequence[Optional[Tuple[str, ...]]],
     layout: JobLayout,
     notes: List[str],
+    discovery: Discovery,
     unprobed: bool = False,
-) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
-    """The HCCL rank table and its path. ``unprobed``: remote hosts' device IPs are read by their
+) -> Tuple[Optional[Dict[str, Any]], Optional[str], str, str]:
+    """``(table, path, version, why)``. ``unprobed``: remote hosts' device IPs are read by their
     preflight when the job starts, so the plan alone shows where the table goes, not what it holds."""
     mode = config.rank_table
+    world_size = sum(len(devices) for devices in devices_by_host)
     if mode is RankTableMode.NONE:
-        notes.append("no rank table (rank_table: none): RANK_TABLE_FILE is not set")
-        return None, None
-    if mode is RankTableMode.CM:
-        return None, None  # rank-table-free: plan/rankfree.py decides the CM_* variables
+        notes.append(
+            "no rank table (rank_table: none): RANK_TABLE_FILE is not set"
+            + (
+                f"; the {world_size} ranks cannot use HCCL together (its collectives would fail): fine only "
+                "for a script that does not use HCCL"
+                if world_size > 1
+                else ""
+            )
+        )
+        return None, None, "", "rank_table: none"
+    if mode is RankTableMode.CM:  # rank-table-free: plan/rankfree.py decides the CM_* variables
+        return None, None, "", "rank_table: cm (rank-table-free: HCCL forms the cluster from the CM_* variables)"
+    version, why = choose_version(config.product, [h.super_pod_id for h in config.hosts])
+    pods = len({h.super_pod_id for h in config.hosts})
+    optional = device_ips_optional(config.product, version, len(config.hosts), pods, config.env)
     missing = [config.hosts[i].host for i, ips in enumerate(ips_by_host) if ips is None]
-    if missing and unprobed:
+    if missing and optional:
+        notes.append(f"rank table without device_ip: {optional}")
+        ips_by_host = [None] * len(ips_by_host)
+    elif missing and unprobed:
         notes.append(
             f"rank table: the device IPs of {', '.join(missing)} are read with hccn_tool on each host "
             "when the job starts"
         )
-        return None, layout.rank_table_path
-    if missing:
-        if mode is RankTableMode.REQUIRED or len(config.hosts) > 1:
-            why = "rank_table: required" if mode is RankTableMode.REQUIRED else "a job on several hosts"
-            path = config.hosts[ips_by_host.index(None)].path + ("device_ips",)
-            raise ConfigError(
-                [
-                    config.problem(
-                        path,
-                        "no device IPs for " + ", ".join(missing),
-                        "device_ips for every host (or hccn_tool on the host)",
-                        f"{why} needs an HCCL rank table, which needs every NPU's IP",
-                    )
-                ]
-            )
-        notes.append(
-            "no rank table: device IPs unknown (no device_ips in the YAML, no hccn_tool); "
-            "a single-host job runs without one (rank_table: auto)"
-        )
-        return None, None
-    servers = []
+        return None, layout.rank_table_path, version, why
+    elif missing:
+        _refuse_or_note(config, ips_by_host, missing, world_size, discovery, notes)
+        return None, None, "", "device IPs unknown; see the notes"
+    table = build_rank_table(_servers(config, devices_by_host, ips_by_host, version), version)
+    problems = rank_table_problems(table, config.product)
+    if problems:
+        raise PlanError("the rank table would be invalid: " + "; ".join(problems))
+    return table, layout.rank_table_path, version, why
+
+
+def _servers(
+    config: ClusterConfig,
+    devices_by_host: Sequence[Tuple[int, ...]],
+    ips_by_host: Sequence[Optional[Tuple[str, ...]]],
+    version: str,
+) -> List[Server]:
+    servers: List[Server] = []
     rank = 0
     for host, devices, ips in zip(config.hosts, devices_by_host, ips_by_host):
-        assert ips is not None
-        if len(ips) != len(devices):
+        if ips is not None and len(ips) != len(devices):
             raise ConfigError(
                 [
                     config.problem(
@@ -152,10 +308,85 @@ def decide_rank_table(
                     )
                 ]
             )
-        servers.append((host.host, [(d, ip, rank + i) for i, (d, ip) in enumerate(zip(devices, ips))]))
+        super_ids = None
+        if version == "1.2":
+            by_device = host.super_device_ids or {}
+            lacking = [d for d in devices if d not in by_device]
+            if lacking:
+                raise ConfigError(
+                    [
+                        config.problem(
+                            host.path + ("super_device_ids",),
+                            "no super_device_id for device " + ", ".join(map(str, lacking)),
+                            "a super_device_id for every device of the job",
+                        )
+                    ]
+                )
+            super_ids = tuple(by_device[d] for d in devices)
+        servers.append(Server(host.host, devices, rank, ips, host.super_pod_id, super_ids))
         rank += len(devices)
-    table = build_rank_table(servers)
-    problems = rank_table_problems(table)
-    if problems:
-        raise PlanError("the rank table would be invalid: " + "; ".join(problems))
-    return table, layout.rank_table_path
+    return servers
+
+
+def _refuse_or_note(
+    config: ClusterConfig,
+    ips_by_host: Sequence[Optional[Tuple[str, ...]]],
+    missing: List[str],
+    world_size: int,
+    discovery: Discovery,
+    notes: List[str],
+) -> None:
+    """No table can be built (device IPs unknown). HCCL joins ranks into one job only through a rank
+    table or the CM_* variables; without either the TF Adapter configures no HCCL at all
+    (tf_adapter/util/ge_plugin.cc, GePlugin::Init) and each rank trains alone. So: an error for
+    rank_table: required, several hosts, or several ranks on a host with NPUs; a note otherwise."""
+    host = config.hosts[list(ips_by_host).index(None)]
+    path = host.path + ("device_ips",)
+    found = "no device IPs for " + ", ".join(missing)
+    if config.rank_table is RankTableMode.REQUIRED or len(config.hosts) > 1:
+        why = "rank_table: required" if config.rank_table is RankTableMode.REQUIRED else "a job on several hosts"
+        raise ConfigError(
+            [
+                config.problem(
+                    path,
+                    found,
+                    "device_ips for every host (or hccn_tool on the host)",
+                    f"{why} needs an HCCL rank table, which needs every NPU's IP",
+                )
+            ]
+        )
+    if world_size == 1:
+        notes.append("no rank table: one rank needs none (device IPs unknown)")
+        return
+    if config.cpu_fallback:
+        notes.append("no rank table: with cpu_fallback the ranks use TensorFlow collectives on the CPU, not HCCL")
+        return
+    if host.host in discovery.local_names:
+        npus, where = discovery.npu_present(), "npu-smi is not on PATH here"
+    else:
+        npus, where = (
+            bool((discovery.remote or {}).get(host.host, {}).get("npus")),
+            f"npu-smi lists none on {host.host}",
+        )
+    if npus:
+        product = (
+            "; with product: atlas-a2 or atlas-a3 a one-server table needs no device IPs"
+            if config.product is None
+            else ""
+        )
+        raise ConfigError(
+            [
+                config.problem(
+                    path,
+                    f"{world_size} ranks on {host.host} and no device IPs (none in the YAML, none from hccn_tool)",
+                    "device_ips (or hccn_tool on the host), rank_table: cm, or rank_table: none",
+                    "HCCL joins ranks into one job only through a rank table or the CM_* variables; without "
+                    f"either each rank would train alone{product}. rank_table: none runs without one, for a "
+                    "script that does not use HCCL",
+                )
+            ]
+        )
+    notes.append(
+        f"no rank table: {world_size} ranks with device IPs unknown, and no NPU ({where}), so HCCL cannot run "
+        "here anyway; on a host with NPUs this is an error. Set rank_table: none to say so, or give device_ips"
+    )

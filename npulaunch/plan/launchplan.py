@@ -5,6 +5,7 @@ Built by plan/build.py; read by the launch stage and the views. Pure.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
@@ -16,20 +17,57 @@ from npulaunch.plan.layout import JobLayout
 LOCAL_HOST_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
+def launcher_environ() -> Mapping[str, str]:
+    """The environment this launcher runs in, which its local ranks inherit."""
+    return os.environ
+
+
 @dataclass(frozen=True)
 class Discovery:
     """How the plan learns about this host's NPUs; replaced by stand-ins in tests."""
 
-    devices: Callable[[], Sequence[int]]  # logical ids of this host's devices
+    devices: Callable[[], Sequence[int]]  # physical ids of this host's devices
     device_ips: Callable[[Sequence[int]], Optional[Sequence[str]]]  # None when unknown
     local_names: Tuple[str, ...] = LOCAL_HOST_NAMES
     free_ports: Callable[[int], Sequence[int]] = lambda count: tuple(range(29500, 29500 + count))
     npu_present: Callable[[], bool] = lambda: False
     # What each remote host's preflight probe found ("npus": [[id, health], ...] or None,
-    # "device_ips": {"id": address or None} or None); None when no host was probed (``plan``).
+    # "device_ips": {"id": address or None} or None, "visible": {"ASCEND_VISIBLE_DEVICES": value or
+    # None, "ASCEND_RT_VISIBLE_DEVICES": ...}); None when no host was probed (``plan``).
     remote: Optional[Mapping[str, Mapping[str, Any]]] = None
     # A host name's address (rank-table-free jobs under a scheduler: CM_WORKER_IP); None if unknown.
     resolve: Callable[[str], Optional[str]] = lambda host: None
+    # The environment local ranks inherit: its ASCEND_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES decide
+    # their ASCEND_DEVICE_ID (plan/hosts.py). The real one by default, as prepare.planner plans with it.
+    environ: Callable[[], Mapping[str, str]] = launcher_environ
+
+
+@dataclass(frozen=True)
+class HostDevices:
+    """One host's devices in the three numberings, index by index (local rank): ``physical`` (the
+    YAML's, /dev/davinci<N>, the rank table's device_id and DEVICE_ID), ``logical`` (the runtime's
+    numbering of the devices it has: 0..k-1 inside a container, else the physical id) and ``user``
+    (what each rank opens, ASCEND_DEVICE_ID: its index in ASCEND_RT_VISIBLE_DEVICES, else the
+    logical id); and the variables that decided it, each ``(value, where it came from)``."""
+
+    host: str
+    physical: Tuple[int, ...]
+    logical: Tuple[int, ...]
+    user: Tuple[int, ...]
+    container_visible: Optional[Tuple[str, str]] = None  # ASCEND_VISIBLE_DEVICES
+    rt_visible: Optional[Tuple[str, str]] = None  # ASCEND_RT_VISIBLE_DEVICES
+
+    def describe(self) -> str:
+        """The variables, for the plan's notes ("" when neither is set)."""
+        parts = [
+            f"{name}={given[0]} ({given[1]})"
+            for name, given in (
+                ("ASCEND_VISIBLE_DEVICES", self.container_visible),
+                ("ASCEND_RT_VISIBLE_DEVICES", self.rt_visible),
+            )
+            if given is not None
+        ]
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -58,6 +96,18 @@ class LaunchPlan:
     max_restarts: int = 0
     local_names: Tuple[str, ...] = LOCAL_HOST_NAMES  # the hosts that are this machine
     node: Optional[int] = None  # under a scheduler (node mode): this node's index; only its ranks run here
+    host_devices: Tuple[HostDevices, ...] = ()  # one per host: physical -> logical -> ASCEND_DEVICE_ID
+    rank_table_version: str = ""  # "1.0" or "1.2" ("" without a table)
+    rank_table_reason: str = ""  # why that version, or why no table
+
+    def rank_device(self, spec: RankSpec) -> Tuple[int, int, int]:
+        """``(physical, logical, ASCEND_DEVICE_ID)`` of a rank."""
+        if spec.node_rank < len(self.host_devices):
+            mapped = self.host_devices[spec.node_rank]
+            if spec.local_rank < len(mapped.physical):
+                i = spec.local_rank
+                return mapped.physical[i], mapped.logical[i], mapped.user[i]
+        return spec.device_id, spec.device_id, spec.device_id
 
     @property
     def layout(self) -> JobLayout:

@@ -1,6 +1,7 @@
 """The HCCL rank table Ascend's MindX operator mounts into a Kubernetes / Volcano job's pods
-(``hccl.json``): wait until the operator has filled it in, then read the job's hosts, devices and
-device IPs from it, and this pod's place among them.
+(``hccl.json``): wait until the operator has filled it in, check it as HCCL would, then read the
+job's hosts, devices (physical ids), device IPs and, in a version 1.2 table (Atlas A3 super pods),
+super pods and super_device_ids from it, and this pod's place among them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 from npulaunch.config.cluster import ClusterConfig, HostConfig
 from npulaunch.host.errors import SchedulerError
 from npulaunch.plan.hostlist import invalid_value
+from npulaunch.plan.ranktable import ATLAS_A3, rank_table_problems
 from npulaunch.plan.scheduler import SchedulerView
 
 POLL_INTERVAL_S = 0.5
@@ -73,27 +75,48 @@ def _look_at_rank_table(path: str, read: Callable[[str], str]) -> Tuple[str, Opt
 
 def hosts_from_rank_table(config: ClusterConfig, table: Dict[str, Any], path: str) -> ClusterConfig:
     """The job's hosts as a rank table mounted by Ascend's MindX operator lists them: servers in
-    its order, their devices and device IPs. The plan's own rank table then says the same."""
+    its order, their devices and device IPs (and super pods for version 1.2, which the operator
+    writes for A3 super-pod jobs: mind-cluster component/ascend-operator/pkg/ranktable/factory.go
+    @ 22bb3d9). The plan's own rank table then says the same."""
+    if not isinstance(table.get("server_list"), list) or not table["server_list"]:
+        raise SchedulerError(f"rank table {path}: server_list is missing or empty")
+    product = config.product
+    if table.get("version") == "1.2" and product is None:
+        product = ATLAS_A3  # only A3 super-node networking uses 1.2 (HCCL rank_table_config_a3.md)
+    problems = rank_table_problems(table, product)
+    if problems:
+        raise SchedulerError(f"rank table {path}: HCCL would refuse it: " + "; ".join(problems))
+    pods = {
+        member["server_id"]: str(pod["super_pod_id"])
+        for pod in table.get("super_pod_list") or []
+        for member in pod["server_list"]
+    }
     hosts = []
     try:
         for server in table["server_list"]:
             devices = sorted(server["device"], key=lambda d: int(d["rank_id"]))
+            ids = tuple(int(d["device_id"]) for d in devices)
+            pod = pods.get(server["server_id"]) if table.get("version") == "1.2" else None
             hosts.append(
                 HostConfig(
                     host=str(server["server_id"]),
-                    devices=tuple(int(d["device_id"]) for d in devices),
-                    device_ips=tuple(str(d["device_ip"]) for d in devices),
+                    devices=ids,
+                    device_ips=tuple(str(d["device_ip"]) for d in devices)
+                    if all("device_ip" in d for d in devices)
+                    else None,
                     path=("hosts",),
+                    super_pod_id=pod,
+                    super_device_ids={i: int(d["super_device_id"]) for i, d in zip(ids, devices)} if pod else None,
                 )
             )
     except (KeyError, TypeError, ValueError) as exc:
         raise SchedulerError(
             f"rank table {path}: not an HCCL rank table (server_list with device_id, device_ip, rank_id): {exc!r}"
         ) from None
-    if not hosts:
-        raise SchedulerError(f"rank table {path}: server_list is empty")
     sources = dict(config.sources, hosts=f"rank table {path} (MindX)")
-    return replace(config, hosts=tuple(hosts), sources=sources)
+    if product != config.product:
+        sources["product"] = f"rank table {path} (version 1.2: Atlas A3 super pods)"
+    return replace(config, hosts=tuple(hosts), sources=sources, product=product)
 
 
 def node_in_rank_table(config: ClusterConfig, view: SchedulerView, names: Sequence[str]) -> SchedulerView:

@@ -6,7 +6,7 @@ secrets (names containing TOKEN, PASSWORD, SECRET, KEY, ...) are redacted in eve
 from __future__ import annotations
 
 import json
-from typing import IO, Any, Dict, Iterator, Mapping, Tuple
+from typing import IO, Any, Dict, Iterator, Mapping, Optional, Tuple
 
 from npulaunch.host.spec import RankSpec, compose_env
 from npulaunch.plan.launchplan import LaunchPlan
@@ -19,8 +19,12 @@ def complete_env(spec: RankSpec, inherited: Mapping[str, str]) -> Tuple[Dict[str
     return dict(sorted(env.items())), dict(sorted(sources.items()))
 
 
-def rank_to_dict(spec: RankSpec, inherited: Mapping[str, str]) -> Dict[str, Any]:
+def rank_to_dict(
+    spec: RankSpec, inherited: Mapping[str, str], device: Optional[Tuple[int, int, int]] = None
+) -> Dict[str, Any]:
+    """``device``: the rank's ``(physical, logical, ASCEND_DEVICE_ID)`` (LaunchPlan.rank_device)."""
     env, sources = complete_env(spec, inherited)
+    physical, logical, user = device or (spec.device_id,) * 3
     return {
         "rank": spec.rank,
         "local_rank": spec.local_rank,
@@ -28,6 +32,7 @@ def rank_to_dict(spec: RankSpec, inherited: Mapping[str, str]) -> Dict[str, Any]
         "host": spec.host,
         "node_rank": spec.node_rank,
         "device_id": spec.device_id,
+        "device": {"physical": physical, "logical": logical, "ascend_device_id": user},
         "argv": list(spec.argv),
         "cwd": spec.cwd,
         "env": redact_env(env),
@@ -58,6 +63,21 @@ def plan_to_dict(
         "console": plan.console.value,
         "forward_signals": list(plan.forward_signals),
         "rank_table_path": plan.rank_table_path,
+        "rank_table_version": plan.rank_table_version or None,
+        "rank_table_reason": plan.rank_table_reason,
+        # only the hosts where a variable renumbers the devices (a list per host would not stream)
+        "visible_devices": {
+            mapped.host: {
+                name: {"value": given[0], "source": given[1]}
+                for name, given in (
+                    ("ASCEND_VISIBLE_DEVICES", mapped.container_visible),
+                    ("ASCEND_RT_VISIBLE_DEVICES", mapped.rt_visible),
+                )
+                if given is not None
+            }
+            for mapped in plan.host_devices
+            if mapped.container_visible or mapped.rt_visible
+        },
         "rank_table": plan.rank_table,
         "sources": plan.sources,
         "notes": list(plan.notes),
@@ -69,7 +89,9 @@ def plan_to_dict(
         },
     }
     if with_ranks:
-        data["ranks"] = [rank_to_dict(spec, inherited_by_host.get(spec.host, {})) for spec in plan.ranks]
+        data["ranks"] = [
+            rank_to_dict(spec, inherited_by_host.get(spec.host, {}), plan.rank_device(spec)) for spec in plan.ranks
+        ]
     return data
 
 
@@ -89,7 +111,7 @@ def iter_plan_json(plan: LaunchPlan, inherited_by_host: Mapping[str, Mapping[str
         yield ",\n".join("    " + json.dumps(server) for server in servers) + "]}"
     yield ',\n  "ranks": ['
     for index, spec in enumerate(plan.ranks):
-        line = json.dumps(rank_to_dict(spec, inherited_by_host.get(spec.host, {})))
+        line = json.dumps(rank_to_dict(spec, inherited_by_host.get(spec.host, {}), plan.rank_device(spec)))
         yield ("\n    " if index == 0 else ",\n    ") + line
     yield "\n  ]\n}\n" if plan.ranks else "]\n}\n"
 

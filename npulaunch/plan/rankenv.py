@@ -54,6 +54,9 @@ class RankContext:
     rank_table_path: Optional[str]
     session_options: Mapping[str, Any]
     cluster_env: Optional[Mapping[str, str]] = None  # rank-table-free (rank_table: cm): this rank's CM_* values
+    # the device as the rank's process opens it: its index in ASCEND_RT_VISIBLE_DEVICES, or the logical id
+    # (plan/hosts.py map_devices); None: the same as device_id (the physical id)
+    ascend_device_id: Optional[int] = None
 
 
 def build_rank_env(
@@ -75,8 +78,10 @@ def build_rank_env(
     launcher = {
         "RANK_ID": str(ctx.rank),
         "RANK_SIZE": str(ctx.world_size),
+        # DEVICE_ID the physical id (the rank table's device_id), ASCEND_DEVICE_ID the id the process opens:
+        # the TF Adapter uses ASCEND_DEVICE_ID whenever it is set (npu_attrs.cc GetEnvDeviceID)
         "DEVICE_ID": str(ctx.device_id),
-        "ASCEND_DEVICE_ID": str(ctx.device_id),
+        "ASCEND_DEVICE_ID": str(ctx.device_id if ctx.ascend_device_id is None else ctx.ascend_device_id),
         "JOB_ID": ctx.job_id,
         "ASCEND_PROCESS_LOG_PATH": ctx.plog_dir,
         "NPULAUNCH_LOCAL_RANK": str(ctx.local_rank),

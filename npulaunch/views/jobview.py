@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
+from npulaunch.diagnose.liveness import launcher_state
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.agent.tail import last_lines
 from npulaunch.host.errors import UsageError
@@ -62,8 +63,17 @@ def _count_lines(path: str) -> int:
         return 0
 
 
-def status_rows(events: List[Event], now: float) -> List[Dict[str, Any]]:
-    """One row per rank from an attempt's events and the log files they name."""
+def _mtime(path: str) -> Optional[float]:
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return None
+
+
+def status_rows(events: List[Event], now: float, ended: bool = False) -> List[Dict[str, Any]]:
+    """One row per rank from an attempt's events and the log files they name. ``now``: the time
+    silences are measured to (a finished job's end: they stop counting). ``ended``: the launcher is
+    gone, so a rank it never saw exit is "unknown", not "running"."""
     rows: Dict[int, Dict[str, Any]] = {}
     for event in events:
         rank, data = event.rank, event.data
@@ -85,6 +95,8 @@ def status_rows(events: List[Event], now: float) -> List[Dict[str, Any]]:
         elif event.kind is EventKind.SIGNATURE_MATCHED and rank in rows:
             rows[rank].setdefault("signatures", []).append(signature_label(data))
     for row in rows.values():
+        if ended and row["state"] == "running":
+            row["state"] = "unknown"
         logs = [p for p in (row.get("stdout"), row.get("stderr")) if p and os.path.exists(p)]
         row["lines"] = sum(_count_lines(p) for p in logs)
         last_write = max((os.path.getmtime(p) for p in logs), default=row["started"])
@@ -98,11 +110,29 @@ def status_text(job_dir: str) -> str:
     events = _events(layout, job_dir)
     finished = next((e.data for e in events if e.kind is EventKind.JOB_FINISHED), None)
     attempt = f" (attempt {layout.attempt})" if layout.attempt else ""
-    head = f"job {os.path.basename(os.path.normpath(job_dir))}{attempt}: " + (
-        f"{finished['status']} (exit code {finished['exit_code']})" if finished else "running"
-    )
-    lines = [head, f"{'rank':>4}  {'device':>6}  {'state':<20} {'lines':>8}  {'silent':>7}  last line"]
-    for row in status_rows(events, time.time()):
+    name = os.path.basename(os.path.normpath(job_dir))
+    notes: List[str] = []
+    if finished:
+        head = f"job {name}{attempt}: {finished['status']} (exit code {finished['exit_code']})"
+        end = next(e.time for e in events if e.kind is EventKind.JOB_FINISHED)
+    else:
+        state = launcher_state(layout)
+        end = None
+        if state.alive is False:
+            head = f"job {name}{attempt}: not finished, {state.why}"
+            end = _mtime(layout.events_path)
+            if state.leftovers:
+                notes.append(
+                    f"processes of the job still alive on this host: {', '.join(map(str, state.leftovers[:10]))}"
+                    f"{' ...' if len(state.leftovers) > 10 else ''}; `npulaunch stop {job_dir}` stops them"
+                )
+            else:
+                notes.append("none of the job's processes is left on this host")
+        else:
+            head = f"job {name}{attempt}: running ({state.why})"
+    lines = [head] + notes
+    lines.append(f"{'rank':>4}  {'device':>6}  {'state':<20} {'lines':>8}  {'silent':>7}  last line")
+    for row in status_rows(events, time.time() if end is None else end, ended=end is not None):
         state = row["state"] + (f" ({row['exit']})" if row.get("exit") not in (None, 0) else "")
         if row.get("signatures"):
             state += " " + ",".join(row["signatures"])

@@ -10,17 +10,22 @@ from npulaunch.plan.launchplan import LaunchPlan
 
 
 def render_plan_table(plan: LaunchPlan) -> str:
-    """A header, one row per rank, then the notes."""
-    rows = [("rank", "local_rank", "host", "device_id", "log")]
+    """A header, one row per rank (its device as the rank table names it, as the runtime numbers
+    it, and as the rank opens it), then the notes."""
+    rows = [("rank", "local_rank", "host", "device_id", "logical", "ASCEND_DEVICE_ID", "log")]
     for spec in plan.ranks:
-        rows.append((str(spec.rank), str(spec.local_rank), spec.host, str(spec.device_id), spec.stdout_path))
+        physical, logical, user = plan.rank_device(spec)
+        rows.append(
+            (str(spec.rank), str(spec.local_rank), spec.host, str(physical), str(logical), str(user), spec.stdout_path)
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = [
         f"job {plan.job_id} ({plan.world_size} ranks on {len(plan.hosts)} host{'s' if len(plan.hosts) > 1 else ''})",
         f"command: {' '.join(plan.ranks[0].argv) if plan.ranks else '-'}",
         f"job directory: {plan.job_dir}",
-        f"rank table: {plan.rank_table_path or 'none'}",
+        f"rank table: {_rank_table(plan)}",
     ]
+    lines.extend(f"devices on {mapped.host}: {mapped.describe()}" for mapped in plan.host_devices if mapped.describe())
     sources = ", ".join(f"{key} from {value}" for key, value in sorted(plan.sources.items()))
     lines.append(f"values: {sources}")
     lines.append("")
@@ -47,3 +52,11 @@ def render_plan_table(plan: LaunchPlan) -> str:
         lines.append(f"note: {note}")
     lines.extend(plan.warnings)
     return "\n".join(lines) + "\n"
+
+
+def _rank_table(plan: LaunchPlan) -> str:
+    """Where the table goes, its version and why; or why there is none."""
+    if plan.rank_table_path is None:
+        return "none" + (f" ({plan.rank_table_reason})" if plan.rank_table_reason else "")
+    version = f"version {plan.rank_table_version}" if plan.rank_table_version else "a version"
+    return f"{plan.rank_table_path} ({version}: {plan.rank_table_reason})"

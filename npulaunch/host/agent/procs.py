@@ -146,6 +146,21 @@ def start_ticks(pid: int) -> Optional[int]:
     return int(fields[19]) if fields and len(fields) > 19 else None
 
 
+def alive(pid: int) -> bool:
+    """The process exists and has not exited (a zombie waiting to be reaped has)."""
+    fields = _read_stat(pid)
+    return fields is not None and bool(fields) and fields[0] not in ("Z", "X")
+
+
+def boot_id() -> Optional[str]:
+    """This machine's boot id (a new one at every boot), or None where there is none."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None
+
+
 def _all_pids() -> List[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 

@@ -1,0 +1,89 @@
+"""What ``npulaunch plan`` shows of devices and the rank table, through the real CLI: every rank's
+device as the rank table names it, as the runtime numbers it and as the rank opens it
+(ASCEND_DEVICE_ID), the variables that decided it, and the rank table's version and why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from helpers import run_cli
+
+from npulaunch.config.load import parse_config
+from npulaunch.config.yamlsource import parse_yaml
+from npulaunch.plan.build import build_plan
+from npulaunch.plan.launchplan import Discovery
+from npulaunch.views.planview import render_plan_table
+
+A3_ONE_POD = """\
+version: 1
+product: atlas-a3
+job:
+  command: [python3, train.py]
+  log_dir: LOG
+hosts:
+  - host: localhost
+    devices: [2, 3]
+    super_pod_id: pod-0
+    super_device_ids: [18, 19]
+"""
+
+
+def write(tmp_path: Path, log_dir: Path) -> Path:
+    path = tmp_path / "a3 job.yaml"
+    path.write_text(A3_ONE_POD.replace("LOG", json.dumps(str(log_dir))))
+    return path
+
+
+def test_plan_shows_each_ranks_device_mapping_and_the_rank_table_version(tmp_path: Path, log_dir: Path) -> None:
+    result = run_cli("plan", str(write(tmp_path, log_dir)), env={"ASCEND_RT_VISIBLE_DEVICES": "2,3"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    (table_line,) = [line for line in lines if line.startswith("rank table: ")]
+    assert table_line.endswith(
+        "rank_table.json (version 1.2: product atlas-a3 with super_pod_id / super_device_ids on every host "
+        "(1 super pod): super-node networking, super_pod_list)"
+    )
+    assert "devices on localhost: ASCEND_RT_VISIBLE_DEVICES=2,3 (inherited by npulaunch on this host)" in lines
+    header = next(i for i, line in enumerate(lines) if line.startswith("rank  "))
+    assert lines[header].split()[:6] == ["rank", "local_rank", "host", "device_id", "logical", "ASCEND_DEVICE_ID"]
+    rows = [line.split()[:6] for line in lines[header + 1 : header + 3]]
+    assert rows == [["0", "0", "localhost", "2", "2", "0"], ["1", "1", "localhost", "3", "3", "1"]]
+    assert any("rank table without device_ip: one super pod" in line for line in lines)
+
+
+def test_plan_json_has_the_same_mapping_and_version(tmp_path: Path, log_dir: Path) -> None:
+    result = run_cli("plan", str(write(tmp_path, log_dir)), "--json", env={"ASCEND_RT_VISIBLE_DEVICES": "2,3"})
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["rank_table_version"] == plan["rank_table"]["version"] == "1.2"
+    assert "super-node networking" in plan["rank_table_reason"]
+    assert [r["device"] for r in plan["ranks"]] == [
+        {"physical": 2, "logical": 2, "ascend_device_id": 0},
+        {"physical": 3, "logical": 3, "ascend_device_id": 1},
+    ]
+    assert [(r["env"]["DEVICE_ID"], r["env"]["ASCEND_DEVICE_ID"]) for r in plan["ranks"]] == [("2", "0"), ("3", "1")]
+    assert plan["visible_devices"] == {
+        "localhost": {"ASCEND_RT_VISIBLE_DEVICES": {"value": "2,3", "source": "inherited by npulaunch on this host"}}
+    }
+    devices = plan["rank_table"]["server_list"][0]["device"]
+    assert [(d["device_id"], d["super_device_id"]) for d in devices] == [("2", "18"), ("3", "19")]
+
+
+def test_plan_refuses_a_device_outside_the_inherited_visible_list(tmp_path: Path, log_dir: Path) -> None:
+    result = run_cli("plan", str(write(tmp_path, log_dir)), env={"ASCEND_RT_VISIBLE_DEVICES": "0,1,3"})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "a3 job.yaml:8: hosts[0].devices: found device 2" in result.stderr
+    assert "makes visible: physical 0, 1, 3" in result.stderr
+
+
+def test_without_a_table_the_plan_says_why() -> None:
+    text = (
+        "job:\n  command: [python3, t.py]\n  log_dir: /srv/logs\n"
+        "hosts: [{host: localhost, devices: 2}]\nrank_table: none\n"
+    )
+    config = parse_config(parse_yaml(text, "job.yaml"), base_dir="/srv")
+    plan = build_plan(config, "j", "u", Discovery(devices=lambda: [], device_ips=lambda ids: None, environ=lambda: {}))
+    shown = render_plan_table(plan)
+    assert "rank table: none (rank_table: none)" in shown
+    assert "note: no rank table (rank_table: none): RANK_TABLE_FILE is not set; the 2 ranks cannot use HCCL" in shown
