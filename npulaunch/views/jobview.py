@@ -11,6 +11,7 @@ import os
 import time
 from typing import Any, Dict, List, Optional
 
+from npulaunch.diagnose.jsonfields import SummaryError
 from npulaunch.diagnose.liveness import launcher_state
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.agent.tail import last_lines
@@ -21,22 +22,36 @@ from npulaunch.plan.layout import JobLayout
 from npulaunch.views.reporttext import render_report
 
 
-def _events(layout: JobLayout, job_dir: str) -> List[Event]:
-    """The latest attempt's events (``job_dir``: the directory as the user named it)."""
+def _events(layout: JobLayout, job_dir: str, damage: Optional[List[str]] = None) -> List[Event]:
+    """The latest attempt's events (``job_dir``: the directory as the user named it). Damaged
+    lines (invalid UTF-8, not JSON, not an event) are skipped and counted in ``damage``; a last line
+    without its newline is one being written, not damage."""
     path = layout.events_path
     if not os.path.exists(path):
         raise UsageError(f"{job_dir} is not an npulaunch job directory (no events.jsonl)")
-    events = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                record = json.loads(line)
-            except ValueError:  # a line being written as we read
-                break
-            try:
-                events.append(Event.from_record(record))
-            except (KeyError, TypeError, ValueError):  # not an event this npulaunch knows (another version's)
-                continue
+    events: List[Event] = []
+    bad = 0
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+            events.append(Event.from_record(record))
+        except UnicodeDecodeError:
+            bad += 1
+        except ValueError:  # not JSON, or not an event
+            if number < len(lines) - 1:  # a last line without its newline is still being written
+                bad += 1
+        except (KeyError, TypeError, AttributeError):  # not an event this npulaunch knows (another version's?)
+            bad += 1
+    if bad and damage is not None:
+        damage.append(f"{path}: {bad} damaged line(s) skipped")
     return events
 
 
@@ -44,14 +59,20 @@ def report_text(job_dir: str, as_json: bool) -> str:
     """The finished job's report (with restarts: the last attempt's, listing every attempt), or
     its summary.json as it is."""
     layout = JobLayout.open(job_dir)
-    document = read_json(layout.summary_path)
+    try:
+        document = read_json(layout.summary_path)
+    except UsageError as exc:  # not JSON (truncated, invalid UTF-8, ...)
+        return f"damaged: {exc}; the job as its events.jsonl tells it:\n" + status_text(job_dir)
     if document is None:
         _events(layout, job_dir)  # says whether this is a job directory at all
         raise UsageError(
             f"{job_dir} has no summary.json yet: the job is still running (or its launcher "
             "was killed); see npulaunch status"
         )
-    summary = JobSummary.from_json(document, layout.summary_path)
+    try:
+        summary = JobSummary.from_json(document, layout.summary_path)
+    except SummaryError as exc:  # damaged: what the events still tell, and one line on the damage
+        return f"damaged: {exc}; the job as its events.jsonl tells it:\n" + status_text(job_dir)
     return json.dumps(document, indent=2) + "\n" if as_json else render_report(summary)
 
 
@@ -76,24 +97,39 @@ def status_rows(events: List[Event], now: float, ended: bool = False) -> List[Di
     gone, so a rank it never saw exit is "unknown", not "running"."""
     rows: Dict[int, Dict[str, Any]] = {}
     for event in events:
-        rank, data = event.rank, event.data
-        if not isinstance(rank, int):
+        try:
+            _status_row(rows, event)
+        except (KeyError, TypeError, ValueError, AttributeError):  # an event of the right kind, the wrong shape
             continue
-        if event.kind is EventKind.RANK_STARTED:
-            rows[rank] = {
-                "rank": rank,
-                "device_id": data.get("device_id"),
-                "pid": data.get("pid"),
-                "state": "running",
-                "started": event.time,
-                "stdout": data.get("stdout"),
-                "stderr": data.get("stderr"),
-            }
-        elif event.kind is EventKind.RANK_EXITED and rank in rows:
-            rows[rank]["state"] = data["state"]
-            rows[rank]["exit"] = data.get("signal") or data.get("exit_code")
-        elif event.kind is EventKind.SIGNATURE_MATCHED and rank in rows:
-            rows[rank].setdefault("signatures", []).append(signature_label(data))
+    return _finish_rows(rows, now, ended)
+
+
+def _status_row(rows: Dict[int, Dict[str, Any]], event: Event) -> None:
+    rank, data = event.rank, event.data
+    if not isinstance(rank, int):
+        return
+    if event.kind is EventKind.RANK_STARTED:
+        rows[rank] = {
+            "rank": rank,
+            "device_id": data.get("device_id"),
+            "pid": data.get("pid"),
+            "state": "running",
+            "started": float(event.time),
+            "stdout": _text(data.get("stdout")),
+            "stderr": _text(data.get("stderr")),
+        }
+    elif event.kind is EventKind.RANK_EXITED and rank in rows:
+        rows[rank]["state"] = str(data["state"])
+        rows[rank]["exit"] = data.get("signal") or data.get("exit_code")
+    elif event.kind is EventKind.SIGNATURE_MATCHED and rank in rows:
+        rows[rank].setdefault("signatures", []).append(signature_label(data))
+
+
+def _text(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) else None
+
+
+def _finish_rows(rows: Dict[int, Dict[str, Any]], now: float, ended: bool) -> List[Dict[str, Any]]:
     for row in rows.values():
         if ended and row["state"] == "running":
             row["state"] = "unknown"
@@ -107,7 +143,8 @@ def status_rows(events: List[Event], now: float, ended: bool = False) -> List[Di
 
 def status_text(job_dir: str) -> str:
     layout = JobLayout.open(job_dir)
-    events = _events(layout, job_dir)
+    damage: List[str] = []
+    events = _events(layout, job_dir, damage)
     finished = next((e.data for e in events if e.kind is EventKind.JOB_FINISHED), None)
     attempt = f" (attempt {layout.attempt})" if layout.attempt else ""
     name = os.path.basename(os.path.normpath(job_dir))
@@ -130,7 +167,7 @@ def status_text(job_dir: str) -> str:
                 notes.append("none of the job's processes is left on this host")
         else:
             head = f"job {name}{attempt}: running ({state.why})"
-    lines = [head] + notes
+    lines = [head] + notes + [f"damaged: {d}" for d in damage]
     lines.append(f"{'rank':>4}  {'device':>6}  {'state':<20} {'lines':>8}  {'silent':>7}  last line")
     for row in status_rows(events, time.time() if end is None else end, ended=end is not None):
         state = row["state"] + (f" ({row['exit']})" if row.get("exit") not in (None, 0) else "")
