@@ -338,8 +338,9 @@ def _refuse_or_note(
 ) -> None:
     """No table can be built (device IPs unknown). HCCL joins ranks into one job only through a rank
     table or the CM_* variables; without either the TF Adapter configures no HCCL at all
-    (hicann/tensorflow @ 82957b92 tf_adapter/util/ge_plugin.cc, GePlugin::Init) and each rank trains alone. So: an error for
-    rank_table: required, several hosts, or several ranks on a host with NPUs; a note otherwise."""
+    (hicann/tensorflow @ 82957b92 tf_adapter/util/ge_plugin.cc, GePlugin::Init) and each rank trains
+    alone. So: an error for rank_table: required, several hosts, or several ranks on a host with NPUs;
+    a note otherwise."""
     host = config.hosts[list(ips_by_host).index(None)]
     path = host.path + ("device_ips",)
     found = "no device IPs for " + ", ".join(missing)
