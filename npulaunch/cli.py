@@ -204,14 +204,14 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> "Overr
         problems.append(
             ConfigProblem("command line", None, "--max-restarts", str(args.max_restarts), "an integer from 0 to 100")
         )
-    if args.hang_timeout is not None and args.hang_timeout < 0:
+    if args.hang_timeout is not None and not 0 <= args.hang_timeout < float("inf"):  # nan fails both
         problems.append(
             ConfigProblem(
                 "command line",
                 None,
                 "--hang-timeout",
                 str(args.hang_timeout),
-                "seconds >= 0 (0 turns the watchdog off)",
+                "a finite number of seconds >= 0 (0 turns the watchdog off)",
             )
         )
     if args.nproc_per_node is not None and args.devices is not None:

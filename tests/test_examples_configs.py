@@ -120,7 +120,7 @@ def test_plan_json_redacts_secrets(env_plan: dict) -> None:
         ("NPLTEST_PLAIN_VAR", "yaml", "visible"),
         ("MY_API_TOKEN", "yaml", "***"),
         ("HCCL_CONNECT_TIMEOUT", "yaml", "900"),
-        ("HCCL_EXEC_TIMEOUT", "default", "1800"),
+        ("PYTHONUNBUFFERED", "default", "1"),
         ("RANK_ID", "launcher", None),
         ("DEVICE_ID", "launcher", None),
         ("NPLTEST_INHERITED_PASSWORD", "inherited", "***"),

@@ -92,6 +92,7 @@ class ClusterConfig:
     sources: Dict[str, str] = field(default_factory=dict)  # "job.command" -> "yaml" | "cli" | "default"
     document: Optional["YamlDocument"] = None
     product: Optional[str] = None  # the Ascend product line, for options whose range depends on it
+    cann_version: Optional[str] = None  # "8.0.RC2": for ranges and defaults that changed (config/timeouts.py)
     warnings: Tuple[ConfigProblem, ...] = ()
     session_injection: Injection = Injection.OFF
     session_precedence: Precedence = Precedence.SCRIPT

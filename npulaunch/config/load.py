@@ -52,6 +52,7 @@ TOP_KEYS = (
     "session_options",
     "rank_table",
     "product",
+    "cann_version",
     "session_injection",
     "session_precedence",
     "cpu_fallback",
@@ -144,7 +145,7 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
 
 def _parse_switches(check: Checker, top: Dict[str, Any]) -> Dict[str, Any]:
     """The top-level settings that pick a mode: rank_table, session_injection, session_precedence,
-    cpu_fallback, data_preprocess, product (ClusterConfig keyword arguments)."""
+    cpu_fallback, data_preprocess, product, cann_version (ClusterConfig keyword arguments)."""
     found: Dict[str, Any] = {
         "rank_table": RankTableMode.AUTO,
         "session_injection": Injection.OFF,
@@ -185,6 +186,15 @@ def _parse_switches(check: Checker, top: Dict[str, Any]) -> Dict[str, Any]:
         else:
             hint = did_you_mean(top["product"], PRODUCTS) if isinstance(top["product"], str) else ""
             check.add(("product",), describe(top["product"]), "one of " + ", ".join(PRODUCTS), hint)
+    if "cann_version" in top:  # ranges and defaults that changed between versions (config/timeouts.py)
+        from npulaunch.config.timeouts import VERSION_FORMS, parse_version
+
+        text = top["cann_version"]
+        text = str(text) if isinstance(text, (str, float)) and not isinstance(text, bool) else None
+        if text is None or parse_version(text) is None:
+            check.add(("cann_version",), describe(top["cann_version"]), VERSION_FORMS, 'quote it: "8.0.RC2"')
+        else:
+            found["cann_version"] = text
     return found
 
 

@@ -13,8 +13,6 @@ from npulaunch.config.catalog.options import OPTIONS
 
 BY_NAME: Dict[str, OptionSpec] = {spec.name: spec for spec in OPTIONS}
 ERROR, WARNING = "error", "warning"
-HCCL_TIMEOUT_STEP_S = 68  # Atlas training series round hccl_timeout down to a multiple of this
-HCCL_TIMEOUT_LEGACY_MAX_S = 17340
 DYNAMIC_TRIO = ("input_shape", "dynamic_dims", "dynamic_node_type")
 
 
@@ -34,6 +32,7 @@ class RuleContext:
     effective_env: Mapping[str, str]  # what the ranks will see of npulaunch's defaults + the YAML's env
     world_size: int
     product: Optional[str] = None
+    cann_version: Optional[str] = None  # as the YAML gives it ("8.0.RC2"), already checked
     file_reader: Callable[[str], Optional[str]] = field(default=lambda path: _read(path))
 
     def has(self, name: str) -> bool:

@@ -15,8 +15,6 @@ from npulaunch.config.rulebase import (
     BY_NAME,
     DYNAMIC_TRIO,
     ERROR,
-    HCCL_TIMEOUT_LEGACY_MAX_S,
-    HCCL_TIMEOUT_STEP_S,
     RULES,
     WARNING,
     Finding,
@@ -25,6 +23,7 @@ from npulaunch.config.rulebase import (
     requires,
     rule,
 )
+from npulaunch.config.timeouts import ExecTimeout, exec_timeout, parse_version
 from npulaunch.config.values import dynamic_count, profiles
 
 __all__ = ["ERROR", "WARNING", "Finding", "RuleContext", "check_rules"]
@@ -36,9 +35,14 @@ def check_rules(ctx: RuleContext) -> List[Finding]:
     return sorted(found, key=lambda f: f.level != ERROR)
 
 
+def _exec_timeout(ctx: RuleContext) -> ExecTimeout:
+    return exec_timeout(ctx.product, parse_version(ctx.cann_version) if ctx.cann_version else None)
+
+
 @rule
 def stream_sync_after_collectives(ctx: RuleContext) -> List[Finding]:
-    """stream_sync_timeout (ms) must exceed the collective timeout (s) in cluster training."""
+    """stream_sync_timeout (ms) must exceed the collective timeout (s) in cluster training: hccl_timeout,
+    else HCCL_EXEC_TIMEOUT, else CANN's default for the product and version (config/timeouts.py)."""
     value = ctx.options.get("stream_sync_timeout")
     if value is None or value == -1 or ctx.world_size < 2:
         return []
@@ -47,10 +51,12 @@ def stream_sync_after_collectives(ctx: RuleContext) -> List[Finding]:
     elif str(ctx.effective_env.get("HCCL_EXEC_TIMEOUT", "")).isdigit():
         other, seconds = "env:HCCL_EXEC_TIMEOUT", int(ctx.effective_env["HCCL_EXEC_TIMEOUT"])
     else:
-        return []
+        other, seconds = "env:HCCL_EXEC_TIMEOUT", _exec_timeout(ctx).default_s  # CANN's default
     if seconds == 0 or value > seconds * 1000:
         return []
     hint = f"stream_sync_timeout is in milliseconds, {other.split(':')[-1]} in seconds"
+    if other not in ctx.options and "HCCL_EXEC_TIMEOUT" not in ctx.effective_env:
+        hint += f" (not set: CANN's default {seconds} s for {_exec_timeout(ctx).where})"
     if value > seconds:  # bigger than the seconds value: it was probably meant as seconds
         hint += f"; {value} looks like seconds: {value * 1000} ms would be {value} s"
     return [
@@ -66,33 +72,34 @@ def stream_sync_after_collectives(ctx: RuleContext) -> List[Finding]:
 
 @rule
 def hccl_timeout_by_product(ctx: RuleContext) -> List[Finding]:
-    value = ctx.options.get("hccl_timeout")
-    if value is None:
-        return []
-    legacy = ctx.product in (None, "atlas-training", "atlas-300i-duo")
-    if legacy and not 0 < value <= HCCL_TIMEOUT_LEGACY_MAX_S:
-        where = ctx.product or "every product (no product: in the YAML, so the safe range applies)"
-        return [
-            Finding(
-                ERROR,
-                ("hccl_timeout",),
-                f"hccl_timeout {value}",
-                f"1 to {HCCL_TIMEOUT_LEGACY_MAX_S} seconds on {where}",
-                "Atlas A2/A3 allow 0 (never) to 2147483647: set product: atlas-a2 or atlas-a3",
+    """[67] hccl_timeout and HCCL_EXEC_TIMEOUT: the range of the product line and CANN version, and
+    the 68-second steps of Atlas training products (config/timeouts.py has the table and sources)."""
+    table = _exec_timeout(ctx)
+    given = [("hccl_timeout", ctx.options.get("hccl_timeout"))]
+    env = ctx.env.get("HCCL_EXEC_TIMEOUT")
+    if isinstance(env, str) and env.isdigit():
+        given.append(("env:HCCL_EXEC_TIMEOUT", int(env)))
+    found = []
+    for name, value in given:
+        if value is None:
+            continue
+        shown = name.replace("env:", "")
+        if not table.low <= value <= table.high:
+            hint = ""
+            if ctx.product is None:
+                hint = "Atlas A2/A3 allow 0 (never) to 2147483647: name the product (product: atlas-a2 or atlas-a3)"
+            found.append(Finding(ERROR, (name,), f"{shown} {value}", f"{table.allowed()} on {table.where}", hint))
+        elif table.in_effect(value) != value:
+            found.append(
+                Finding(
+                    WARNING,
+                    (name,),
+                    f"{shown} {value}",
+                    f"a multiple of {table.step_s} seconds",
+                    f"Atlas training products round it to {table.in_effect(value)} s",
+                )
             )
-        ]
-    if legacy and (value < HCCL_TIMEOUT_STEP_S or value % HCCL_TIMEOUT_STEP_S):
-        actual = max(HCCL_TIMEOUT_STEP_S, value // HCCL_TIMEOUT_STEP_S * HCCL_TIMEOUT_STEP_S)
-        return [
-            Finding(
-                WARNING,
-                ("hccl_timeout",),
-                f"hccl_timeout {value}",
-                "a multiple of 68 seconds",
-                f"Atlas training products round it to {actual} s",
-            )
-        ]
-    return []
+    return found
 
 
 @rule

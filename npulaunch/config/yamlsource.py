@@ -6,6 +6,8 @@ non-string keys, aliases to nowhere) become ConfigErrors naming the file and lin
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Set
 
@@ -20,6 +22,8 @@ except AttributeError:  # pragma: no cover - PyYAML built without libyaml
 
 
 MAX_NODES = 1_000_000  # a cluster file is far smaller; this stops alias bombs ("billion laughs")
+MAX_BYTES = 10 * 1024 * 1024  # a 2,048-host file is about 100 KB; reading 54 MB cost 1 GB and 14 s
+MAX_DEPTH = 100  # a cluster file nests 4 or 5 levels; PyYAML's composer recurses (deep files crash it)
 _SCALAR_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
 
 
@@ -42,9 +46,30 @@ class YamlDocument:
         return None
 
 
+def _check_depth(text: str, source: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH before composing: the event stream is read without
+    recursion, the composer is not (500 levels raise RecursionError, 50,000 crash the C parser)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark is not None else None
+                raise ConfigError(
+                    [
+                        ConfigProblem(
+                            source, line, "(YAML)", f"more than {MAX_DEPTH} nested levels", "a cluster file's nesting"
+                        )
+                    ]
+                )
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+
+
 def parse_yaml(text: str, source: str) -> YamlDocument:
     """Parse one YAML document, keeping line numbers. Raises ConfigError on bad YAML."""
     try:
+        _check_depth(text, source)
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -149,14 +174,29 @@ class _Converter:
         if node.tag != "tag:yaml.org,2002:str":
             self.texts[path] = node.value
         # SafeConstructor turns the resolved implicit tags (int, float, bool, null, timestamp) into values.
-        return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+        value = yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+        line = node.start_mark.line + 1
+        if isinstance(value, str) and "\0" in value:  # "a\0b": no process can be given it (exec fails)
+            self._problem(line, render_path(path), "a NUL character", "text without NUL characters")
+        elif isinstance(value, float) and not math.isfinite(value):  # .nan / .inf: no setting means them
+            self._problem(line, render_path(path), f"{node.value} (not a finite number)", "a finite number")
+        return value
 
 
 def load_yaml_file(path: str) -> YamlDocument:
     """Read and parse a YAML file; unreadable files become ConfigErrors."""
     try:
+        size = os.stat(path).st_size
+        if size > MAX_BYTES:
+            raise ConfigError(
+                [
+                    ConfigProblem(
+                        path, None, "(file)", f"{size:,} bytes", f"at most {MAX_BYTES:,} bytes (a cluster file)"
+                    )
+                ]
+            )
         with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+            text = handle.read(MAX_BYTES + 1)  # a file that grew since: read no more than the limit
     except OSError as exc:
         raise ConfigError(
             [ConfigProblem(path, None, "(file)", exc.strerror or str(exc), "a readable YAML file")]

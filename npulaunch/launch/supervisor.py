@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import replace
 from typing import IO, List, Mapping, Optional, Tuple
 
 from npulaunch.diagnose.report import build_report, describe_exit
@@ -20,6 +21,7 @@ from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S
 from npulaunch.host.errors import PlanError
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.records import RankState
+from npulaunch.host.redact import redact_argv
 from npulaunch.launch import debuglog
 from npulaunch.launch.jobdir import (
     open_events,
@@ -154,6 +156,8 @@ class Supervisor:
         assert self._events is not None
         if self.record_error is not None and self._events_failed:
             return
+        if isinstance(event.data.get("argv"), list):  # recorded as shown: --token values masked
+            event = replace(event, data={**event.data, "argv": redact_argv(event.data["argv"])})
         try:
             self._events.write(event.to_json() + "\n")
         except (OSError, ValueError) as exc:

@@ -204,7 +204,10 @@ STEADY_MARGIN_S = 60  # beyond the job's own longest timeout
 def hang_limits(config: ClusterConfig, sources: Dict[str, str]) -> Tuple[float, float]:
     """(start-up, steady) limits of the hang watchdog: the YAML's / CLI's, or derived from the job's
     own timeouts, so that npulaunch never declares a hang before CANN itself would time out."""
-    env = {"HCCL_CONNECT_TIMEOUT": "600", "HCCL_EXEC_TIMEOUT": "1800"}
+    from npulaunch.config.timeouts import exec_timeout, parse_version  # small, no further imports
+
+    version = parse_version(config.cann_version) if config.cann_version else None
+    env = {"HCCL_CONNECT_TIMEOUT": "600", "HCCL_EXEC_TIMEOUT": str(exec_timeout(config.product, version).default_s)}
     env.update({k: v for k, v in config.env.items() if v is not None})
     startup = config.monitor.get("startup_timeout_s")
     if startup is None:

@@ -1,6 +1,7 @@
 """A LaunchPlan as JSON, for tools (``npulaunch plan --json``) and for the job directory's
 plan.json: every rank's complete environment and where each value came from. Pure rendering;
-secrets (names containing TOKEN, PASSWORD, SECRET, KEY, ...) are redacted in everything written.
+secrets (host/redact.py: secret-looking names, URL passwords, --token-style arguments) are
+masked in everything written.
 """
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import IO, Any, Dict, Iterator, Mapping, Optional, Tuple
 
+from npulaunch.host.redact import redact_argv, redact_env
 from npulaunch.host.spec import RankSpec, compose_env
 from npulaunch.plan.launchplan import LaunchPlan
-from npulaunch.plan.rankenv import redact_env
 
 
 def complete_env(spec: RankSpec, inherited: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
@@ -33,7 +34,7 @@ def rank_to_dict(
         "node_rank": spec.node_rank,
         "device_id": spec.device_id,
         "device": {"physical": physical, "logical": logical, "ascend_device_id": user},
-        "argv": list(spec.argv),
+        "argv": redact_argv(spec.argv),
         "cwd": spec.cwd,
         "env": redact_env(env),
         "env_sources": sources,

@@ -221,24 +221,57 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
 
     def plan_for(attempt: int) -> "LaunchPlan":
         if attempt > 1:
-            return build_plan(
-                config, job_id, os.urandom(16).hex(), discovery, job_id_source=source, attempt=attempt, node=loaded.node
-            )
-        if not first:
-            first.append(
+            return _checked_identity(
+                loaded,
                 build_plan(
                     config,
                     job_id,
                     os.urandom(16).hex(),
                     discovery,
                     job_id_source=source,
-                    attempt=1 if restarted else 0,
+                    attempt=attempt,
                     node=loaded.node,
+                ),
+            )
+        if not first:
+            first.append(
+                _checked_identity(
+                    loaded,
+                    build_plan(
+                        config,
+                        job_id,
+                        os.urandom(16).hex(),
+                        discovery,
+                        job_id_source=source,
+                        attempt=1 if restarted else 0,
+                        node=loaded.node,
+                    ),
                 )
             )
         return first[0]
 
     return plan_for
+
+
+def _checked_identity(loaded: Loaded, plan: "LaunchPlan") -> "LaunchPlan":
+    """The plan with warnings about identity variables the launcher inherited and its local ranks
+    would see (plan/identity.py); a PlanError when one would make the job wrong. Under a scheduler
+    the environment is the scheduler's own and is read by the scheduler support instead."""
+    from dataclasses import replace
+
+    from npulaunch.config.cluster import RankTableMode
+    from npulaunch.host.errors import PlanError
+    from npulaunch.plan.identity import identity_findings
+
+    config = loaded.config
+    if loaded.node is not None or not any(host.host in loaded.local_names for host in config.hosts):
+        return plan
+    errors, warnings = identity_findings(
+        os.environ, config.env, config.rank_table is RankTableMode.CM, config.cpu_fallback
+    )
+    if errors:
+        raise PlanError("; ".join(errors))
+    return replace(plan, warnings=plan.warnings + tuple(warnings)) if warnings else plan
 
 
 def is_remote(loaded: Loaded) -> bool:

@@ -8,7 +8,6 @@ launcher's per-rank values (which the YAML may not set at all).
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -23,16 +22,13 @@ SESSION_OPTIONS_VAR = "NPULAUNCH_SESSION_OPTIONS"
 JOB_UUID_VAR = "NPULAUNCH_JOB_UUID"
 
 # HCCL_CONNECT_TIMEOUT: CANN's default is 120 s, too short when hosts finish graph compilation
-# minutes apart. HCCL_EXEC_TIMEOUT: CANN's default; hang detection stops a stuck job sooner.
+# minutes apart. HCCL_EXEC_TIMEOUT is left to CANN, whose default depends on the version (600, 1800,
+# 1836 s: config/timeouts.py); a fixed 1800 would be rounded to 1768 s on Atlas training products.
 # PYTHONUNBUFFERED: a rank that crashes must not take its last printed lines with it.
 DEFAULT_ENV: Dict[str, str] = {
     "HCCL_CONNECT_TIMEOUT": "600",
-    "HCCL_EXEC_TIMEOUT": "1800",
     "PYTHONUNBUFFERED": "1",
 }
-
-SECRET_MARKERS = ("TOKEN", "PASSWORD", "PASSWD", "SECRET", "KEY", "CREDENTIAL")
-REDACTED = "***"
 
 
 @dataclass(frozen=True)
@@ -112,14 +108,3 @@ def build_rank_env(
     for name, value in launcher.items():
         env[name], sources[name] = value, "launcher"
     return env, tuple(unset), sources
-
-
-@functools.lru_cache(maxsize=4096)  # the same few dozen names, once per rank: 160,000 calls for 8,192 ranks
-def is_secret(name: str) -> bool:
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
-
-
-def redact_env(env: Mapping[str, str]) -> Dict[str, str]:
-    """A copy fit for display: values of secret-looking names replaced."""
-    return {name: (REDACTED if is_secret(name) else value) for name, value in env.items()}

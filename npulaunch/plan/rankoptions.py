@@ -57,6 +57,7 @@ def check_job_options(config: ClusterConfig, world_size: int) -> Tuple[List[Conf
         effective_env=effective,
         world_size=world_size,
         product=config.product,
+        cann_version=config.cann_version,
     )
     errors: List[ConfigProblem] = []
     warnings = ["warning: " + w.render() for w in config.warnings]
@@ -84,7 +85,7 @@ def check_rank_options(
     effective.update({k: v for k, v in config.env.items() if v is not None})
 
     def findings(options: Mapping[str, Any]) -> List[Finding]:
-        ctx = RuleContext(options, config.env, effective, world_size, config.product)
+        ctx = RuleContext(options, config.env, effective, world_size, config.product, config.cann_version)
         return [f for f in check_rules(ctx) if f.level == ERROR]
 
     job = config.session_options

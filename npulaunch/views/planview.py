@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from npulaunch.host.redact import redact_argv
 from npulaunch.plan.launchplan import LaunchPlan
 
 
@@ -21,7 +22,7 @@ def render_plan_table(plan: LaunchPlan) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = [
         f"job {plan.job_id} ({plan.world_size} ranks on {len(plan.hosts)} host{'s' if len(plan.hosts) > 1 else ''})",
-        f"command: {' '.join(plan.ranks[0].argv) if plan.ranks else '-'}",
+        f"command: {' '.join(redact_argv(plan.ranks[0].argv)) if plan.ranks else '-'}",
         f"job directory: {plan.job_dir}",
         f"rank table: {_rank_table(plan)}",
     ]

@@ -19,9 +19,9 @@ from npulaunch.config.yamlsource import parse_yaml
 from npulaunch.diagnose.rootcause import rank_ranges
 from npulaunch.host.discovery import discover_device_ips
 from npulaunch.host.errors import ConfigError
+from npulaunch.host.redact import REDACTED, redact_env
 from npulaunch.plan.build import build_plan
 from npulaunch.plan.launchplan import Discovery, LaunchPlan
-from npulaunch.plan.rankenv import REDACTED, redact_env
 from npulaunch.plan.ranktable import render_rank_table
 
 JOB_ID = "job-1"
@@ -121,7 +121,7 @@ def test_host_plans_split_the_ranks_by_host(two_hosts: LaunchPlan) -> None:
                 "JOB_ID": JOB_ID,
                 "RANK_TABLE_FILE": f"{JOB_DIR}/rank_table.json",
                 "HCCL_CONNECT_TIMEOUT": "600",
-                "HCCL_EXEC_TIMEOUT": "1800",
+                "HCCL_EXEC_TIMEOUT": None,  # CANN's own default, by version (config/timeouts.py)
                 "ASCEND_PROCESS_LOG_PATH": f"{JOB_DIR}/hosts/10.0.0.11/rank-0/ascend",
                 "NPULAUNCH_LOCAL_RANK": "0",
                 "NPULAUNCH_NODE_RANK": "0",
@@ -138,7 +138,7 @@ def test_host_plans_split_the_ranks_by_host(two_hosts: LaunchPlan) -> None:
                 "JOB_ID": JOB_ID,
                 "RANK_TABLE_FILE": f"{JOB_DIR}/rank_table.json",
                 "HCCL_CONNECT_TIMEOUT": "600",
-                "HCCL_EXEC_TIMEOUT": "1800",
+                "HCCL_EXEC_TIMEOUT": None,  # CANN's own default, by version (config/timeouts.py)
                 "ASCEND_PROCESS_LOG_PATH": f"{JOB_DIR}/hosts/10.0.0.12/rank-4/ascend",
                 "NPULAUNCH_LOCAL_RANK": "1",
                 "NPULAUNCH_LOCAL_WORLD_SIZE": "2",
@@ -182,7 +182,7 @@ env:
         ("FOO", "bar", "yaml"),
         ("RANK_ID", "1", "launcher"),
         ("JOB_ID", JOB_ID, "launcher"),
-        ("HCCL_EXEC_TIMEOUT", None, None),  # null removes the default
+        ("HCCL_EXEC_TIMEOUT", None, None),  # null removes an inherited one
         ("DROP_ME", None, None),
     ],
 )
@@ -195,10 +195,11 @@ def test_env_precedence_and_sources(name: str, value: Optional[str], source: Opt
 
 def test_defaults_have_default_source() -> None:
     spec = plan_of(one_host()).ranks[0]
-    assert {n: (spec.env[n], spec.env_sources[n]) for n in ("HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT")} == {
+    assert {n: (spec.env[n], spec.env_sources[n]) for n in ("HCCL_CONNECT_TIMEOUT", "PYTHONUNBUFFERED")} == {
         "HCCL_CONNECT_TIMEOUT": ("600", "default"),
-        "HCCL_EXEC_TIMEOUT": ("1800", "default"),
+        "PYTHONUNBUFFERED": ("1", "default"),
     }
+    assert "HCCL_EXEC_TIMEOUT" not in spec.env  # left to CANN, whose default depends on its version
 
 
 @pytest.mark.parametrize(

@@ -58,17 +58,18 @@ ENV_VARS = (
         kind="int",
         area="cluster",
         description="Time limit for a collective operation to finish executing between devices.",
-        default="1800",
+        default="1836",
         min=0,
         max=2147483647,
         unit="s",
-        notes="Range depends on the product. Atlas training series (Ascend 910; the newer session-option"
+        notes="Range and default depend on the product and the CANN version (config/timeouts.py; name them"
+        " with product: and cann_version:). Atlas training series (Ascend 910; the newer session-option"
         " doc says the same of the Atlas 300I Duo card): (0, 17340], and the value actually used is"
         " rounded down to a multiple of 68 (600 -> 544), anything under 68 counting as 68. Atlas"
-        " A2/A3 (Ascend 910B): [0, 2147483647], 0 meaning no timeout. The session option"
-        " hccl_timeout wins when both are given. stream_sync_timeout (milliseconds) must be larger"
-        " than this value (seconds) in cluster jobs. npulaunch sets 1800 unless the YAML says"
-        " otherwise.",
+        " A2/A3 (Ascend 910B): [0, 2147483647], 0 meaning no timeout. Default 1836 s from CANN 7.0.0,"
+        " 1800 s in 6.0.1 to 6.3, 600 s (range 60-17340) in 6.0.RC1. The session option hccl_timeout"
+        " wins when both are given. stream_sync_timeout (milliseconds) must be larger than this value"
+        " (seconds) in cluster jobs. npulaunch leaves it to CANN unless the YAML sets it.",
     ),
     # Rank-table-free set-up (rank_table: cm): npulaunch sets these for every rank; the YAML may give
     # CM_CHIEF_PORT. Sources: TF Adapter docs/en/tfa_env/CM_*.md and tf_adapter/util/ge_plugin.cc

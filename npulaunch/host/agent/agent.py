@@ -43,6 +43,8 @@ def stop_signals() -> Tuple[int, ...]:
     if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
         return (signal.SIGINT, signal.SIGTERM)
     return STOP_SIGNALS
+
+
 SPAWN_FAILED_EXIT_CODE = 127
 
 OutputSink = Callable[[RankSpec, str, List[Line]], None]
