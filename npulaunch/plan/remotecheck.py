@@ -68,8 +68,14 @@ def _npu_problems(host: str, ask: Dict[str, Any], found: Dict[str, Any]) -> List
     npus: Optional[List[List[Any]]] = found.get("npus")
     devices = ask["devices"]
     problems = []
-    if npus is not None and devices and max(devices) >= len(npus):
-        problems.append(f"{host}: npu-smi lists {len(npus)} NPUs, the plan uses devices {devices}")
+    if npus is not None and devices:  # physical ids (a container's may start anywhere): look them up
+        listed = {int(npu[0]) for npu in npus}
+        missing = [device for device in devices if device not in listed]
+        if missing:
+            shown = ", ".join(map(str, sorted(listed))) or "none"
+            problems.append(
+                f"{host}: npu-smi lists devices {shown}; the plan uses {', '.join(map(str, missing))}, not among them"
+            )
     if ask["need_ips"] and ask["ips_required"]:
         ips = found.get("device_ips")
         if ips is None:
@@ -88,5 +94,6 @@ def _npu_problems(host: str, ask: Dict[str, Any], found: Dict[str, Any]) -> List
 
 
 def remote_facts(found: Dict[str, Any]) -> Dict[str, Any]:
-    """What the plan uses of a host's answer: its NPU ids and health, and device addresses."""
-    return {"npus": found.get("npus"), "device_ips": found.get("device_ips")}
+    """What the plan uses of a host's answer: its NPU ids and health, device addresses, and the
+    visible-devices variables of its environment (what its ranks inherit)."""
+    return {"npus": found.get("npus"), "device_ips": found.get("device_ips"), "visible": found.get("visible")}

@@ -121,6 +121,17 @@ ENV_VARS = (
     ),
     # --- device: which NPU a process drives ----------------------------------------------------
     EnvVarSpec(
+        name="ASCEND_RT_VISIBLE_DEVICES",
+        kind="str",
+        area="device",
+        description="The devices (logical ids, ascending, comma-separated) this process may use.",
+        notes="The runtime then numbers them 0..k-1, and ASCEND_DEVICE_ID is an index into the list: npulaunch"
+        " gives each rank that index and refuses a device outside the list. The runtime stops at the first"
+        " character that is not a digit or a comma, and uses no device at all when the ids are not ascending"
+        " or repeat (hicann/runtime runtime.cc @ 681ef76). A trial variable in CANN's docs; unsupported with"
+        " DCMI, hccn_tool and profiling.",
+    ),
+    EnvVarSpec(
         name="ASCEND_DEVICE_ID",
         kind="int",
         area="device",
