@@ -6,12 +6,14 @@ supervisor's decisions (stop, kill, dump stacks) never run inside the agent's ow
 from __future__ import annotations
 
 from collections import deque
-from typing import Deque, List, Mapping, Optional, Sequence
+from typing import Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.host.agent.agent import Agent
 from npulaunch.host.records import AgentOutcome
 from npulaunch.host.spec import HostPlan, RankSpec
 from npulaunch.launch.runner import Item, RankOutput
+
+MAX_PENDING_LINES = 50_000  # console lines waiting for the supervisor; beyond, they are counted, not kept
 
 
 class LocalRunner:
@@ -21,8 +23,19 @@ class LocalRunner:
         self._queue: Deque[Item] = deque()
         self.agent = Agent(plan, self._queue.append, self._output, base_env=base_env)
         self._outcome: Optional[AgentOutcome] = None
+        self._pending = 0  # lines in the queue
+        self._dropped: Dict[Tuple[int, str], Tuple[RankSpec, int]] = {}
 
     def _output(self, spec: RankSpec, stream: str, lines: List[str]) -> None:
+        """Queue a batch for the console. The logs have every line, and the agent has scanned them
+        for signatures already; when the console falls this far behind (a rank that exits with
+        200 MB unread, a flood), the lines are counted and a note takes their place, so memory stays
+        bounded whatever the ranks print."""
+        if self._pending + len(lines) > MAX_PENDING_LINES:
+            key = (spec.rank, stream)
+            self._dropped[key] = (spec, self._dropped.get(key, (spec, 0))[1] + len(lines))
+            return
+        self._pending += len(lines)
         self._queue.append(RankOutput(spec, stream, lines))
 
     def start(self) -> None:
@@ -33,6 +46,11 @@ class LocalRunner:
             self._outcome = self.agent.finish()
         taken = list(self._queue)
         self._queue.clear()
+        self._pending = 0
+        for (_, stream), (spec, count) in sorted(self._dropped.items(), key=lambda item: item[0]):
+            note = f"[npulaunch: {count:,} lines not shown here (the console fell behind); all are in the rank's log]"
+            taken.append(RankOutput(spec, stream, [note]))
+        self._dropped.clear()
         return taken
 
     @property

@@ -122,3 +122,32 @@ def test_a_reader_that_goes_away_does_not_take_the_report_with_it(tmp_path: Path
     assert "root cause: rank 1 exited with code 3" in stderr, stderr
     assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
     assert summary(tmp_path, "pipe")["job"]["root_cause_rank"] == 1
+
+
+BURST = "import sys\nout = sys.stdout.buffer\nfor i in range(300000): out.write(b'line %d\\n' % i)\nout.flush()"
+
+
+def test_a_burst_the_console_cannot_take_is_counted_not_queued(tmp_path: Path) -> None:
+    # one rank writes 300,000 lines at once and exits: the log keeps every line, the console shows
+    # what it could and counts the rest in a note, and nothing is both shown and counted
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        f"version: 1\njob:\n  command: [{sys.executable}, -c, {json.dumps(BURST)}]\n  log_dir: {tmp_path / 'logs'}\n"
+        "hosts: [{host: localhost, devices: 1}]\nrank_table: none\n"
+    )
+    result = subprocess.run(
+        npulaunch_argv("run", str(path), "--job-id", "burst", "--no-live"),
+        capture_output=True,
+        text=True,
+        env=base_env(),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    log = (tmp_path / "logs" / "burst" / "rank-0" / "stdout.log").read_text().splitlines()
+    assert log == [f"line {i}" for i in range(300000)]
+    shown = [line for line in result.stdout.splitlines() if line.startswith("[r0 d0] line ")]
+    notes = [line for line in result.stdout.splitlines() if "lines not shown here" in line]
+    assert notes, "the console kept up with 300,000 lines at once: the cap was not reached"
+    counted = sum(int(note.split("[npulaunch: ")[1].split(" lines")[0].replace(",", "")) for note in notes)
+    assert len(shown) + counted == 300000
+    assert "all are in the rank's log" in notes[0]

@@ -245,8 +245,7 @@ class Agent:
         self._dumps.close()
         for proc in self.ranks:
             for tail, stream in zip(proc.tails, ("stdout", "stderr")):
-                lines = tail.close()
-                if lines:
+                for lines in tail.drain():  # in batches: a rank may exit with 200 MB not yet read
                     self._output(proc.spec, stream, lines)
                     self.monitor.lines(proc.spec.rank, stream, lines)
         self.monitor.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 MAX_LINE_BYTES = 64 * 1024  # longer lines are passed on in pieces
 READ_CHUNK = 1 << 20
@@ -93,14 +93,25 @@ class FileTail:
         return lines
 
     def close(self) -> List[Line]:
-        """Read to the end, return the remaining lines including an unterminated last one."""
+        """Read to the end, return the remaining lines including an unterminated last one (all at
+        once: for small files; a rank's log is drained in batches with ``drain``)."""
+        return [line for batch in self.drain(limit_bytes=1 << 62) for line in batch]
+
+    def drain(self, limit_bytes: int = 8 * READ_CHUNK) -> Iterator[List[Line]]:
+        """Read to the end in batches of about ``limit_bytes`` (memory stays bounded however much
+        a rank wrote before it exited), the unterminated last line in the last batch; then close."""
         if self._fd is None:
-            return []
-        lines = self.read_lines(limit_bytes=1 << 62)
-        lines.extend(self._splitter.flush())
+            return
+        while True:
+            lines = self.read_lines(limit_bytes)
+            if not lines:
+                break
+            yield lines
+        rest = self._splitter.flush()
         os.close(self._fd)
         self._fd = None
-        return lines
+        if rest:
+            yield rest
 
 
 def last_lines(path: str, count: int, max_bytes: int = 64 * 1024) -> List[str]:
