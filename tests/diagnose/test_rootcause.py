@@ -1,5 +1,7 @@
 """Diagnosis end to end through the real CLI: the root cause over the ranks that only waited for it,
-hangs, the job's own patterns, and ``status``/``report`` reading the job directory back."""
+hangs, the job's own patterns, and ``status``/``report`` reading the job directory back; and whether a
+connect timeout may be retried, from real Ascend lines (tests/data/ascend_error_lines.jsonl) fed
+through the agent's monitor."""
 
 from __future__ import annotations
 
@@ -7,8 +9,29 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any, Dict, List, Tuple
 
-from helpers import RANKS, run_cli, run_local
+import pytest
+from helpers import RANKS, host_plan, run_cli, run_local
+
+from npulaunch.diagnose.rootcause import pick
+from npulaunch.host.agent.monitor import Monitor
+from npulaunch.host.events import Event, EventKind
+from npulaunch.host.records import RankResult, RankState
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "ascend_error_lines.jsonl"
+IN_CONTEXT = [row for row in map(json.loads, DATA.read_text(encoding="utf-8").splitlines()) if row.get("context")]
+# real lines (tests/data/ascend_error_lines.jsonl): a connect timeout (hiyouga/LlamaFactory#5071), and a port that
+# another process holds (vllm-project/vllm-ascend#4725)
+TIMEOUT = (
+    "EI0006: 2024-08-05-18:15:21.270.506 Getting socket times out. Reason: Remote Rank did not send the data in "
+    "time. Please check the reason for the rank being stuck"
+)
+LISTEN_FAIL = (
+    "[ERROR] HCCL(60570,):2025-12-04-14:46:07.911.312 [hccl_socket.cc:106] [60570][HcclSocket][Listen] socket "
+    "type[0], listen on ip[192.2.2.195] and specific port[16666] fail. Please check the port status and whether "
+    "the port is being used by other process."
+)
 
 
 def test_a_device_fault_is_the_root_cause_not_the_ranks_that_timed_out(log_dir: Path, marker: str) -> None:
@@ -158,3 +181,61 @@ def test_a_hung_rank_leaves_its_python_stacks(tmp_path: Path, log_dir: Path, mar
     text = stacks[0].read_text()
     assert "Current thread" in text and "in hang" in text  # faulthandler's dump of the rank's main thread
     assert f"stack dump: {stacks[0]}" in result.stderr
+
+
+def reported(tmp_path: Path, printed: Dict[int, Tuple[str, List[str]]]) -> List[Event]:
+    """What the agent's monitor reports when each rank prints these lines: ``{rank: ("stdout" or "plog",
+    lines)}``, plog lines written into the rank's plog directory as CANN does."""
+    plan = host_plan(tmp_path, "m", ranks=len(printed))
+    events: List[Event] = []
+
+    def emit(kind: EventKind, rank: Any = None, **data: Any) -> None:
+        events.append(Event(kind, "t", "localhost", rank, data))
+
+    monitor = Monitor(plan, emit, time.monotonic)
+    for rank, (where, lines) in printed.items():
+        if where == "plog":
+            plog_dir = tmp_path / f"rank-{rank}" / "ascend" / "plog"
+            plog_dir.mkdir(parents=True)
+            (plog_dir / "plog-100_20250101000000000.log").write_text("\n".join(lines) + "\n")
+        else:
+            monitor.lines(rank, "stdout", lines)
+    monitor.close()
+    return events
+
+
+def failed(ranks: int) -> List[RankResult]:
+    return [
+        RankResult(rank, "localhost", rank, 100 + rank, RankState.FAILED, 1.0, 2.0, 1, None) for rank in range(ranks)
+    ]
+
+
+@pytest.mark.parametrize("row", IN_CONTEXT, ids=lambda row: row["source"].rsplit("/", 1)[-1])
+def test_whether_a_timeout_may_be_retried_follows_the_lines_around_it(tmp_path: Path, row: Dict[str, Any]) -> None:
+    events = reported(tmp_path, {0: (row["format"], row["context"] + [row["line"]])})
+    own = next(e for e in events if e.data["line"] == row["line"])  # the timeout is still reported as what it is
+    assert (own.data["code"], own.data["cls"], own.data["signature_kind"]) == (row["code"], row["cls"], row["kind"])
+    root = pick(failed(1), events)
+    assert root is not None and root.retryable is row["retryable"], root
+
+
+def test_a_timeout_is_retried_unless_another_rank_shows_why_it_never_heals(tmp_path: Path) -> None:
+    alone = pick(failed(2), reported(tmp_path / "a", {0: ("stdout", [TIMEOUT]), 1: ("stdout", [TIMEOUT])}))
+    assert alone is not None and alone.code == "EI0006" and alone.retryable
+    both = pick(failed(2), reported(tmp_path / "b", {0: ("stdout", [TIMEOUT]), 1: ("plog", [LISTEN_FAIL])}))
+    assert both is not None and both.rank == 1 and both.cls == "hccl_listen_failed" and not both.retryable
+    assert "rank 0 reported EI0006 (symptoms of waiting)" in both.why
+
+
+def test_a_port_in_use_stops_the_job_and_is_not_retried(log_dir: Path, marker: str) -> None:
+    # rank.py's say: prints its argument with dashes for spaces: the listen failure, then the timeout it causes
+    listen = "say:[ERROR]-HCCL(1,python3):-socket-type[1],-listen-on-ip[192.168.20.160]-and-specific-port[16666]-fail."
+    timeout = "say:EI0006:-Getting-socket-times-out."
+    argv = [sys.executable, str(RANKS / "rank.py"), f"0={listen}+{timeout}+exit:1", f"*={timeout}+hang@0.5"]
+    result = run_local(log_dir, marker, "--max-restarts", "2", "--", *argv, nproc=2)
+    assert result.returncode == 1
+    summary = json.loads((log_dir / "m" / "summary.json").read_text())
+    assert [a["root_cause"] for a in summary["attempts"]] == [
+        {"rank": 0, "cls": "hccl_listen_failed", "code": "hccl-listen-fail", "retryable": False}
+    ]
+    assert "restarting" not in result.stderr

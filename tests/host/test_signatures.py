@@ -1,13 +1,30 @@
 """Ascend error signatures (host/signatures.py): which lines are a cause, which a symptom of waiting,
-and the timestamps of plog lines."""
+the real failure lines collected in tests/data/ascend_error_lines.jsonl, the pre-filter that keeps
+matching cheap, and the timestamps of plog lines."""
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
+from typing import Any, Dict, List
 
 import pytest
 
-from npulaunch.host.signatures import CAUSE, SYMPTOM, Matcher, parse_plog_time
+from npulaunch.host.signatures import CAUSE, SIGNATURES, SYMPTOM, Matcher, Signature, parse_plog_time
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "ascend_error_lines.jsonl"
+ROWS: List[Dict[str, Any]] = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
+ORDINARY = [
+    "step 507035 loss 0.2513 lr 0.0001 global_step/sec: 12.3",  # an ACL code's digits, but no error around them
+    "I0102 03:04:05.123 12345 basic_session_run_hooks.py:260] loss = 0.25, step = 100 (0.3 sec)",
+    "[INFO] GE(1234,python3):2024-01-02-03:04:05.678.901 [graph_manager.cc:100] Run graph 1 success",
+    "Epoch 1/10: 100/200 [==============>...............] - ETA: 3s - loss: 0.2500",
+]
+
+
+def row_id(row: Dict[str, Any]) -> str:
+    return f"{row['code'] or row['cls']}:{row['line'][:40]}"
 
 
 @pytest.mark.parametrize(
@@ -36,6 +53,108 @@ def test_ordinary_lines_match_nothing() -> None:
     matcher = Matcher()
     for line in ("step 100 loss 0.3", "EZ9999 mentioned without the kernel words", "  Traceback is not at the start"):
         assert matcher.match(line) is None
+    for line in ORDINARY:
+        assert matcher.match(line) is None
+
+
+def test_the_collection_holds_forty_real_lines_each_with_its_source() -> None:
+    assert len(ROWS) >= 40
+    assert len({row["line"] for row in ROWS}) == len(ROWS)
+    for row in ROWS:
+        assert row["source"].startswith(("https://", "github:")), row
+        assert row["format"] in ("stdout", "plog") and row["kind"] in (CAUSE, SYMPTOM)
+        assert isinstance(row["retryable"], bool) and row["line"].strip() == row["line"]
+    assert len({row["source"] for row in ROWS}) >= 20
+    # the codes the review found missing are all there, each from a real line
+    assert {"EE9999", "EH9999", "EI9999", "EI0009", "507035", "507048", "507034"} <= {row["code"] for row in ROWS}
+
+
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
+def test_a_real_line_is_recognised_as_what_it_is(row: Dict[str, Any]) -> None:
+    matcher = Matcher()
+    signature = matcher.match(row["line"])
+    assert signature is not None, row["line"]
+    assert (signature.code, signature.cls, signature.kind) == (row["code"], row["cls"], row["kind"])
+    if not row.get("context"):  # with context the decision is the root cause's (tests/diagnose/test_rootcause.py)
+        assert signature.retryable is row["retryable"]
+    # found the same way in a batch of ordinary lines, which is how the agent reads output and plogs
+    assert matcher.scan(ORDINARY + [row["line"]] + ORDINARY) == [(len(ORDINARY), signature)]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
+def test_every_signature_that_matches_a_real_line_has_a_needle_in_it(row: Dict[str, Any]) -> None:
+    """The pre-filter is exact: it never rejects a line a signature's pattern would match."""
+    for signature, pattern in Matcher()._each:
+        if pattern.search(row["line"]):
+            assert any(needle_in(needle, row["line"]) for needle in signature.needles), signature.name
+
+
+def needle_in(needle: str, line: str) -> bool:
+    return needle in (line.lower() if needle == needle.lower() and needle.upper() != needle else line)
+
+
+def test_every_signature_has_literal_needles() -> None:
+    """Needles keep matching cheap (every batch is first searched for them as plain text); a signature
+    without one would be run as a regular expression over every batch of every rank."""
+    assert all(signature.needles and all(signature.needles) for signature in SIGNATURES)
+    assert Matcher()._unfiltered is None
+
+
+class CountingPattern:
+    def __init__(self, pattern: Any, calls: List[str]) -> None:
+        self.pattern, self.calls = pattern, calls
+
+    def search(self, text: str) -> Any:
+        self.calls.append(text)
+        return self.pattern.search(text)
+
+
+def test_a_line_without_a_needle_costs_no_regular_expression() -> None:
+    matcher = Matcher()
+    calls: List[str] = []
+    matcher._each = [(signature, CountingPattern(pattern, calls)) for signature, pattern in matcher._each]
+    batch = ORDINARY[1:] * 100  # ORDINARY[0] carries an ACL code's digits: a needle
+    assert matcher.scan(batch) == [] and all(matcher.match(line) is None for line in batch)
+    assert calls == []
+    error = "[rank1]: EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out."
+    found = matcher.scan(batch + [error])
+    assert [(index, signature.name) for index, signature in found] == [(len(batch), "EI0006")]
+    assert set(calls) == {error}  # the batch passed the pre-filter, but only the line with a needle met a pattern
+
+
+@pytest.mark.parametrize(
+    "header, code",
+    [
+        ("[rank1]: EE9999: Inner Error!", "EE9999"),  # vllm-project/vllm-ascend#672
+        ("(VllmWorker TP1 pid=961) ERROR 09-07 01:11:09 [multiproc_executor.py:596] EH9999: Inner Error!", "EH9999"),
+        ("EI9999: Inner Error!", "EI9999"),  # hiyouga/LlamaFactory#5347
+    ],
+)
+def test_the_bare_inner_error_header_is_left_to_the_line_that_says_what_failed(header: str, code: str) -> None:
+    assert Matcher().match(header) is None
+    signature = Matcher().match(header + " rtMemcpy execution failed")
+    assert signature is not None and signature.code == code
+
+
+def test_an_acl_code_needs_the_words_around_it() -> None:
+    matcher = Matcher()
+    assert matcher.match("processed 507035 samples") is None
+    for said in (
+        "error code is 507035",
+        "runtime result = 507035",
+        "ErrCode=507035",
+        "failed: 507035",
+        "error code:507035",
+    ):
+        signature = matcher.match(said)
+        assert isinstance(signature, Signature) and signature.code == "507035", said
+
+
+def test_the_first_signature_in_catalog_order_wins() -> None:
+    # an EH9999 detail line that carries the runtime's code is that code (vllm-project/vllm-ascend#2800)
+    line = "EH9999: [PID: 961] 2025-09-07-01:11:09.333.567 synchronize stream failed, runtime result = 507048"
+    signature = Matcher().match(line)
+    assert signature is not None and signature.code == "507048" and signature.kind == SYMPTOM
 
 
 def test_plog_timestamps() -> None:
