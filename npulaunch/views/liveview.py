@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Set
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from rich.console import Console as RichConsole
 from rich.live import Live
@@ -23,7 +23,8 @@ from npulaunch.host.spec import RankSpec
 from npulaunch.plan.launchplan import LaunchPlan
 from npulaunch.views.console import Console, silence_fd
 
-REFRESH_S = 0.25
+FRAME_S = 0.1  # the view draws at most 10 frames a second, whatever the ranks print
+FRAME_LINES = 300  # rank lines shown per frame at most; the rest are counted (all are in the logs)
 
 
 @dataclass
@@ -59,6 +60,8 @@ class LiveConsole(Console):
         self._live_on = True
         self._guarded(self._live.start)
         self._next_refresh = 0.0
+        self._frame: List[Tuple[str, str]] = []  # (line, style): rank lines waiting for the next frame
+        self._hidden = 0  # rank lines a frame had no room for since the last note
 
     def _guarded(self, action: Callable[[], object]) -> None:
         """Run one terminal operation of the view; a terminal that hung up or a stream that broke
@@ -89,9 +92,11 @@ class LiveConsole(Console):
             super().rank_output(spec, stream, lines)
             return
         if self.shows(spec):
-            text = "\n".join(f"[{spec.label}] {line.rstrip(chr(13))}" for line in lines)
+            room = FRAME_LINES - len(self._frame)
             style = "red" if stream == "stderr" else ""
-            self._guarded(lambda: self._live.console.print(Text(text, style=style), soft_wrap=True))
+            prefix = f"[{spec.label}] "
+            self._frame.extend((prefix + line.rstrip("\r"), style) for line in lines[: max(room, 0)])
+            self._hidden += max(0, len(lines) - max(room, 0))
         self._refresh(now)
 
     def _parse_steps(self, row: RankRow, lines: List[str], now: float) -> None:
@@ -124,6 +129,7 @@ class LiveConsole(Console):
         if not self._live_on:
             super().message(text)
             return
+        self._flush_frame()  # the ranks' lines so far come first
         shown = Text("\n".join("npulaunch: " + line for line in text.splitlines()))
         self._guarded(lambda: self._live.console.print(shown))
 
@@ -134,9 +140,26 @@ class LiveConsole(Console):
         super().report(summary)
 
     def _refresh(self, now: float, force: bool = False) -> None:
+        """Draw a frame (the lines gathered since the last one, then the table) when one is due:
+        the cost of the view follows the clock, not the number of lines."""
         if self._live_on and (force or now >= self._next_refresh):
-            self._next_refresh = now + REFRESH_S
+            self._next_refresh = now + FRAME_S
+            self._flush_frame()
             self._guarded(lambda: self._live.update(self._table(), refresh=True))
+
+    def _flush_frame(self) -> None:
+        if not self._frame and not self._hidden:
+            return
+        text = Text()
+        for index, (line, style) in enumerate(self._frame):
+            text.append(line if index == 0 else "\n" + line, style=style)
+        if self._hidden:
+            note = (
+                f"npulaunch: {self._hidden:,} lines not shown (the terminal cannot keep up); all are in the rank logs"
+            )
+            text.append(("\n" if self._frame else "") + note, style="dim")
+        self._frame, self._hidden = [], 0
+        self._guarded(lambda: self._live.console.print(text, soft_wrap=True))
 
     def _table(self) -> Table:
         now = time.monotonic()

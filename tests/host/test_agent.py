@@ -61,3 +61,50 @@ def test_a_directory_the_options_write_to_is_made_first_or_the_rank_fails_saying
     assert [r.state for r in outcome.ranks] == [RankState.SUCCEEDED, RankState.SPAWN_FAILED]
     assert outcome.ranks[1].error == f"cannot create work_path {blocker / 'aoe'}: Not a directory"
     assert [e.kind.value for e in events if e.rank == 1] == ["rank_spawn_failed"]
+
+
+FLOOD_ON_TERM = """
+import signal, sys, time
+def flood(*_):
+    out = sys.stdout.buffer
+    for i in range(60000):
+        out.write(b"line %d\\n" % i)
+        if i == 30000:
+            out.write(b"[ERROR] RUNTIME EZ9999: Inner Error! aicore error at op X\\n")
+    out.flush()
+    sys.exit(143)
+signal.signal(signal.SIGTERM, flood)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_stopped_ranks_big_backlog_is_scanned_but_not_shown(
+    tmp_path: Path, marker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 0 floods when told to stop; its backlog (over the fast-drain threshold, set low here) is
+    looked at for signatures as whole blocks and counted on the console instead of shown."""
+    import sys
+    from dataclasses import replace
+
+    from npulaunch.host.agent import agent as agent_module
+
+    monkeypatch.setattr(agent_module, "FAST_DRAIN_BYTES", 0)
+    plan = host_plan(tmp_path, marker, "0=exit:1@1.0", "1=exit:1@1.0")
+    ranks = (replace(plan.ranks[0], argv=(sys.executable, "-c", FLOOD_ON_TERM)), plan.ranks[1])
+    events, shown = [], []
+    agent = Agent(replace(plan, ranks=ranks), events.append, lambda spec, stream, lines: shown.extend(lines))
+    agent.start()
+    while agent.step(0.1):
+        if any(e.kind.value == "rank_exited" and e.rank == 1 for e in events) and not agent._stopping:
+            agent.stop("rank 1 failed")
+    agent.finish()
+    found = [e for e in events if e.kind.value == "signature_matched" and e.rank == 0]
+    assert found and found[0].data["code"] == "EZ9999"
+    notes = [line for line in shown if "lines written before the rank stopped are not shown" in line]
+    assert len(notes) == 1
+    counted = int(notes[0].split("[npulaunch: ")[1].split(" lines")[0].replace(",", ""))
+    shown_lines = [line for line in shown if line.startswith("line ") or "EZ9999" in line]
+    assert len(shown_lines) + counted == 60000 + 1  # every line of the flood and the error: shown or counted
+    log = (tmp_path / "rank-0" / "stdout.log").read_text()
+    assert log.count("\n") == 60000 + 2  # "ready", the lines and the error: all in the log

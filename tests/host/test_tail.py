@@ -68,3 +68,17 @@ def test_last_lines(tmp_path: Path) -> None:
     path.write_bytes(b"".join(b"line %d\n" % i for i in range(100)) + b"50%\r100%\n")
     assert last_lines(str(path), 3) == ["line 98", "line 99", "100%"]
     assert last_lines(str(tmp_path / "missing"), 3) == []
+
+
+def test_drain_blocks_gives_whole_lines_and_the_unfinished_last(tmp_path: Path) -> None:
+    from npulaunch.host.agent.tail import FileTail
+
+    path = tmp_path / "log"
+    path.write_bytes(b"first\nsecond\n" + b"x" * 100 + b"\nlast without newline")
+    tail = FileTail(str(path))
+    assert tail.read_lines(3) == []  # "fir" is pending in the splitter: the blocks carry on from it
+    assert tail.unread_bytes() == path.stat().st_size - 3
+    blocks = list(tail.drain_blocks(limit_bytes=8))
+    assert b"".join(blocks) == path.read_bytes()
+    assert all(block.endswith(b"\n") for block in blocks[:-1]) and blocks[-1] == b"last without newline"
+    assert tail.unread_bytes() == 0

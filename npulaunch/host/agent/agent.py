@@ -25,7 +25,7 @@ from npulaunch.host.agent.inbox import SignalInbox
 from npulaunch.host.agent.monitor import Monitor
 from npulaunch.host.agent.prepare import prepare_rank
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S, StackDumps
-from npulaunch.host.agent.tail import FileTail, Line
+from npulaunch.host.agent.tail import FileTail, Line, LineSplitter
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.files import write_once
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
@@ -33,6 +33,19 @@ from npulaunch.host.spec import HostPlan, RankSpec
 from npulaunch.host.trace import debug
 
 POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
+# What one loop turn reads of each log: small enough that a flood never keeps the loop from reaping
+# exits and acting on signals for long (8 ranks x 2 streams x 256 KB: a turn of about 15 ms); the loop
+# does not sleep while any log has more. A rank that exited gets its last lines read first (EXIT_READ).
+TURN_READ_BYTES = 256 << 10
+EXIT_READ_BYTES = 8 << 20
+FAST_DRAIN_BYTES = 8 << 20  # a stopped rank's unread output beyond this is drained without the console
+
+
+def _split(block: bytes) -> List[Line]:
+    splitter = LineSplitter()
+    return splitter.feed(block) + splitter.flush()
+
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -100,6 +113,7 @@ class Agent:
         self._base_env = dict(os.environ if base_env is None else base_env)
         self._clock = clock
         self._poll_s = poll_interval_s
+        self._backlog = False  # a log had more than one turn's read: the next turn does not wait
         self.ranks = [RankProcess(spec) for spec in plan.ranks]
         self._by_pid: Dict[int, RankProcess] = {}
         self._stopping = False
@@ -245,6 +259,9 @@ class Agent:
         self._dumps.close()
         for proc in self.ranks:
             for tail, stream in zip(proc.tails, ("stdout", "stderr")):
+                if proc.state is RankState.STOPPED and tail.unread_bytes() > FAST_DRAIN_BYTES:
+                    self._drain_fast(proc, tail, stream)
+                    continue
                 for lines in tail.drain():  # in batches: a rank may exit with 200 MB not yet read
                     self._output(proc.spec, stream, lines)
                     self.monitor.lines(proc.spec.rank, stream, lines)
@@ -254,9 +271,26 @@ class Agent:
         if self._inbox is not None:
             self._inbox.close()
 
+    def _drain_fast(self, proc: RankProcess, tail: FileTail, stream: str) -> None:
+        """The backlog of a rank npulaunch stopped, when it is big (a flood): every block is still
+        looked at for signatures, as one text (a C-speed search), and split into lines only when
+        one may be there; its lines are not shown on the console, and a note says how many."""
+        skipped = 0
+        for block in tail.drain_blocks():
+            text = block.decode("utf-8", "replace")
+            if self.monitor.may_match(text):
+                lines = _split(block)
+                self.monitor.lines(proc.spec.rank, stream, lines)
+            skipped += text.count("\n") + (0 if text.endswith("\n") else 1)
+        if skipped:
+            note = f"[npulaunch: {skipped:,} lines written before the rank stopped are not shown; all are in its log]"
+            self._output(proc.spec, stream, [note])
+
     def _wait(self, timeout_s: Optional[float] = None) -> None:
         assert self._inbox is not None
         timeout = self._poll_s if timeout_s is None else min(self._poll_s, timeout_s)
+        if self._backlog:  # the last turn left unread output: look again at once
+            timeout = 0.0
         if self._kill_deadline is not None and not self._killed:
             timeout = min(timeout, self._kill_deadline - self._clock())
         for due in (self.monitor.timeout_s(), self._dumps.timeout_s()):
@@ -352,7 +386,9 @@ class Agent:
                 if self._guard is not None and pid == self._guard.pid:
                     self._guard.reaped(status)
                 continue  # an orphaned descendant re-parented to us
-            self._pump_rank(proc)  # its last lines come before its exit on the console
+            # its last lines come before its exit on the console; once the job is being stopped, a
+            # stopped rank's backlog waits for the drain at the end (exits are reaped without delay)
+            self._pump_rank(proc, TURN_READ_BYTES if self._stopping else EXIT_READ_BYTES)
             self.monitor.exited(proc.spec.rank)
             if self._guard is not None and procs.group_is_empty(pid):
                 self._guard.forget(pid)  # its group is empty: the number may be reused by others
@@ -375,12 +411,15 @@ class Agent:
             )
 
     def _pump(self) -> None:
+        self._backlog = False
         for proc in self.ranks:
-            self._pump_rank(proc)
+            self._pump_rank(proc, TURN_READ_BYTES)
 
-    def _pump_rank(self, proc: RankProcess) -> None:
+    def _pump_rank(self, proc: RankProcess, limit_bytes: int) -> None:
         for tail, stream in zip(proc.tails, ("stdout", "stderr")):
-            lines = tail.read_lines()
+            lines = tail.read_lines(limit_bytes)
+            if tail.last_read >= limit_bytes:
+                self._backlog = True
             if lines:
                 self._output(proc.spec, stream, lines)
                 self.monitor.lines(proc.spec.rank, stream, lines)

@@ -71,6 +71,10 @@ class Monitor:
             joined = "\n".join(lines)
         self._match(rank, stream, lines, plog=False, joined=joined)
 
+    def may_match(self, text: str) -> bool:
+        """Whether any signature could be in ``text`` (the cheap pre-filter, over a whole block)."""
+        return self._matcher._may_match(text)
+
     def timeout_s(self) -> Optional[float]:
         """How long the agent may sleep before the next check."""
         waits = [

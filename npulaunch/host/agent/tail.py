@@ -62,6 +62,11 @@ class LineSplitter:
             self._pending = self._pending[cut:]
         return lines
 
+    def flush_bytes(self) -> bytes:
+        """The unfinished tail as bytes, forgotten here (another reader carries on from it)."""
+        rest, self._pending = self._pending, b""
+        return rest
+
     def flush(self) -> List[Line]:
         """The unterminated last line, if any (at end of stream)."""
         rest, self._pending = self._pending, b""
@@ -77,6 +82,7 @@ class FileTail:
         self.path = path
         self._fd: Optional[int] = os.open(path, os.O_RDONLY | os.O_CREAT, 0o600)
         self._splitter = LineSplitter()
+        self.last_read = 0  # bytes the last read_lines took
 
     def read_lines(self, limit_bytes: int = 8 * READ_CHUNK) -> List[Line]:
         """Complete lines appended since the last call (at most about ``limit_bytes`` of them)."""
@@ -85,12 +91,45 @@ class FileTail:
         lines: List[Line] = []
         total = 0
         while total < limit_bytes:
-            data = os.read(self._fd, READ_CHUNK)
+            data = os.read(self._fd, min(READ_CHUNK, limit_bytes - total))
             if not data:
                 break
             total += len(data)
             lines.extend(self._splitter.feed(data))
+        self.last_read = total  # == limit_bytes: there may be more
         return lines
+
+    def unread_bytes(self) -> int:
+        """How much the file holds beyond what was read (0 once closed)."""
+        if self._fd is None:
+            return 0
+        try:
+            return max(0, os.fstat(self._fd).st_size - os.lseek(self._fd, 0, os.SEEK_CUR))
+        except OSError:
+            return 0
+
+    def drain_blocks(self, limit_bytes: int = 8 * READ_CHUNK) -> Iterator[bytes]:
+        """Read to the end in blocks of whole lines (bytes, not split), the unterminated last line in
+        the last block; then close. For a backlog too big to split line by line in time: the caller
+        looks at a block as one text and splits only the blocks that matter."""
+        if self._fd is None:
+            return
+        pending = self._splitter.flush_bytes()
+        while True:
+            data = os.read(self._fd, limit_bytes)
+            if not data:
+                break
+            data = pending + data
+            end = data.rfind(b"\n")
+            if end < 0:
+                pending = data
+                continue
+            pending = data[end + 1 :]
+            yield data[: end + 1]
+        os.close(self._fd)
+        self._fd = None
+        if pending:
+            yield pending
 
     def close(self) -> List[Line]:
         """Read to the end, return the remaining lines including an unterminated last one (all at
