@@ -25,6 +25,7 @@ BENCHMARKS: List[Tuple[str, List[str], List[str], bool]] = [
     ("plan_scale", [], ["--hosts", "1,64", "--devices", "8", "--repeats", "1"], True),
     ("injection_cost", [], ["--repeats", "2"], False),
     ("burst_memory", [], ["--smoke"], False),
+    ("console_flood", [], ["--smoke"], False),
     ("ssh_startup", [], ["--hosts", "1", "--repeats", "1"], False),
 ]
 
