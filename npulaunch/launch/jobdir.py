@@ -29,6 +29,10 @@ def prepare_job_dir(plan: LaunchPlan, inherited: Mapping[str, str]) -> None:
         os.makedirs(os.path.dirname(layout.job_dir), exist_ok=True)
         if plan.node is not None:
             os.makedirs(layout.job_dir, 0o700, exist_ok=True)
+            # nodes share the job directory: a symlink there (npulaunch never makes one) could send this
+            # node's records, and the rank table every rank reads, anywhere
+            if os.path.islink(layout.job_dir):
+                raise PlanError(f"job directory {layout.job_dir} is a symbolic link, which npulaunch did not make")
         os.mkdir(own, 0o700)  # atomic: of two launchers choosing the same directory, one gets it
     except FileExistsError as exc:
         if exc.filename is not None and os.path.abspath(exc.filename) != os.path.abspath(own):
@@ -40,13 +44,24 @@ def prepare_job_dir(plan: LaunchPlan, inherited: Mapping[str, str]) -> None:
         os.chmod(own, 0o700)  # whatever the umask
         write_private(layout.plan_path, render_plan_json(plan, {host: inherited for host in plan.hosts}))
         if plan.rank_table is not None and plan.rank_table_path is not None:
+            text = render_rank_table(plan.rank_table)
             if plan.node is None:
-                write_private(plan.rank_table_path, render_rank_table(plan.rank_table))
-            else:
-                write_once(plan.rank_table_path, render_rank_table(plan.rank_table))
+                write_private(plan.rank_table_path, text)
+            elif not write_once(plan.rank_table_path, text) and _read_text(plan.rank_table_path) != text:
+                # another node wrote it first: every node plans the same table, so it must be this one
+                shutil.rmtree(own, ignore_errors=True)
+                raise PlanError(
+                    f"{plan.rank_table_path} exists but is not the rank table of job {plan.job_id} as this node "
+                    "plans it (left by another job with the same id, or changed): remove it or choose another --job-id"
+                )
     except OSError as exc:  # a full disk, a read-only mount: nothing has started, leave nothing behind
         shutil.rmtree(own, ignore_errors=True)
         raise PlanError(f"cannot write the job directory {own}: {_why(exc)}; nothing was started") from None
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.read()
 
 
 def _why(exc: OSError) -> str:

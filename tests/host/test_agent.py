@@ -90,6 +90,7 @@ def test_a_stopped_ranks_big_backlog_is_scanned_but_not_shown(
     from npulaunch.host.agent import agent as agent_module
 
     monkeypatch.setattr(agent_module, "FAST_DRAIN_BYTES", 0)
+    monkeypatch.setattr(agent_module, "TURN_READ_BYTES", 64)  # a backlog is certain to be left at the end
     plan = host_plan(tmp_path, marker, "0=exit:1@1.0", "1=exit:1@1.0")
     ranks = (replace(plan.ranks[0], argv=(sys.executable, "-c", FLOOD_ON_TERM)), plan.ranks[1])
     events, shown = [], []

@@ -135,3 +135,18 @@ def test_a_job_directory_removed_mid_run(tmp_path: Path) -> None:
     assert "root cause: rank 0 exited with code 4" in result.stderr
     assert "the job record on disk is incomplete" in result.stderr
     assert wait_until(lambda: not marked_pids(marker), 10)
+
+
+def test_two_launches_into_one_job_directory_at_once(tmp_path: Path) -> None:
+    # the job directory is made with one mkdir: of two launchers, one gets it, the other refuses cleanly
+    from helpers import base_env, npulaunch_argv
+
+    path = job(tmp_path, tmp_path / "logs", "import time; time.sleep(1)")
+    argv = npulaunch_argv("run", str(path), "--job-id", "same", "--no-live")
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env())]
+    procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env()))
+    results = [(p.wait(60), p.communicate()[1]) for p in procs]
+    assert sorted(code for code, _ in results) == [0, 2], results
+    refused = next(err for code, err in results if code == 2)
+    assert "Traceback" not in refused
+    assert f"job directory {tmp_path / 'logs' / 'same'} already exists: choose another --job-id" in refused
