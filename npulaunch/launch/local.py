@@ -13,7 +13,7 @@ from npulaunch.host.records import AgentOutcome
 from npulaunch.host.spec import HostPlan, RankSpec
 from npulaunch.launch.runner import Item, RankOutput
 
-MAX_PENDING_LINES = 50_000  # console lines waiting for the supervisor; beyond, they are counted, not kept
+MAX_PENDING_LINES = 120_000  # console lines waiting for the supervisor; beyond, they are counted, not kept
 
 
 class LocalRunner:

@@ -6,8 +6,11 @@ byte). A closed or broken terminal turns console output off instead of stopping 
 
 from __future__ import annotations
 
+import atexit
 import sys
-from typing import BinaryIO, List, Optional, Set
+import threading
+from collections import deque
+from typing import BinaryIO, Deque, Dict, List, Optional, Set
 
 from npulaunch.config.cluster import ConsoleMode
 from npulaunch.diagnose.summary import JobSummary
@@ -15,6 +18,77 @@ from npulaunch.host.agent.tail import Line, is_progress
 from npulaunch.host.events import Event
 from npulaunch.host.spec import RankSpec
 from npulaunch.views.reporttext import render_report
+
+MAX_PENDING_BYTES = 8 << 20  # rank output waiting for a slow reader; beyond, it is counted, not kept
+DRAIN_AT_EXIT_S = 10.0  # how long the launcher waits at exit for a slow reader to take what is left
+
+
+class _Writer:
+    """One standard stream, written from a thread of its own: a reader that is slow (``| less``
+    paused, a slow SSH link) never blocks the launcher's loop, so failure detection and teardown do
+    not wait behind console output. Rank output beyond MAX_PENDING_BYTES is dropped and counted (a
+    note says how many lines; every line is in the logs); npulaunch's own messages always wait
+    their turn. A failed write (EPIPE, EIO) turns the stream off and points it at /dev/null."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.broken = False
+        self._chunks: Deque[bytes] = deque()
+        self._bytes = 0
+        self._dropped = 0  # rank lines not kept since the last note
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="npulaunch-console", daemon=True)
+        self._thread.start()
+
+    def put(self, data: bytes, droppable: bool) -> None:
+        with self._cond:
+            if self.broken:
+                return
+            if droppable and self._bytes + len(data) > MAX_PENDING_BYTES:
+                self._dropped += data.count(b"\n")
+                return
+            if self._dropped and not droppable:
+                self._note()
+            self._chunks.append(data)
+            self._bytes += len(data)
+            self._cond.notify()
+
+    def _note(self) -> None:
+        note = "npulaunch: %s lines not shown (the console's reader is slow); all are in the logs\n" % (
+            format(self._dropped, ",")
+        )
+        self._chunks.append(note.encode())
+        self._bytes += len(note)
+        self._dropped = 0
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._chunks:
+                    if self._dropped:
+                        self._note()
+                        continue
+                    self._cond.wait()
+                data = self._chunks.popleft()
+            try:
+                self.stream.write(data)
+                self.stream.flush()
+            except (OSError, ValueError):  # BrokenPipeError (EPIPE), EIO from a hung-up tty, a closed file
+                silence(self.stream)
+                with self._cond:
+                    self.broken = True
+                    self._chunks.clear()
+                    self._bytes = 0
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._bytes -= len(data)
+                self._cond.notify_all()
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait until everything queued is written (or the stream broke); False after ``timeout_s``."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.broken or (not self._chunks and not self._bytes), timeout_s)
 
 
 class Console:
@@ -31,7 +105,8 @@ class Console:
         self._out = out if out is not None else sys.stdout.buffer
         self._err = err if err is not None else sys.stderr.buffer
         self._show_host = show_host
-        self._broken: Set[int] = set()  # the streams that failed (a closed pipe, a hung-up terminal)
+        self._writers: Dict[int, _Writer] = {}  # by id(stream), made when first written to
+        atexit.register(self.drain, DRAIN_AT_EXIT_S)
 
     def prefix(self, spec: RankSpec) -> bytes:
         label = f"{spec.host} {spec.label}" if self._show_host else spec.label
@@ -59,7 +134,7 @@ class Console:
             ]
             body = "\n".join(lines)
         data = (prefix + body.replace("\n", "\n" + prefix) + "\n").encode("utf-8", "replace")
-        self._write(self._err if stream == "stderr" else self._out, data)
+        self._write(self._err if stream == "stderr" else self._out, data, droppable=True)
 
     def message(self, text: str) -> None:
         """npulaunch's own words, on stderr so they never mix into a rank's stdout stream."""
@@ -69,26 +144,34 @@ class Console:
         )
 
     def report(self, summary: JobSummary) -> None:
-        """The job's report, once, when it has ended."""
+        """The job's report, once, when it has ended (written before this returns, unless the
+        reader takes longer than DRAIN_AT_EXIT_S)."""
         self._write(self._err, render_report(summary).encode("utf-8", "replace"))
+        writer = self._writers.get(id(self._err))
+        if writer is not None:  # the report's own stream first: a slow stdout reader cannot hold it up
+            writer.drain(DRAIN_AT_EXIT_S)
 
     @property
     def broken(self) -> bool:
         """Whether a stream of the console failed (its output since then was dropped)."""
-        return bool(self._broken)
+        return any(writer.broken for writer in self._writers.values())
 
-    def _write(self, stream: BinaryIO, data: bytes) -> None:
-        """Write, or drop the data when the stream failed before: a reader that went away
-        (``| head``) or a terminal that hung up turns that stream off, not the job, and not the
-        other stream (the report still reaches stderr when stdout's reader is gone)."""
-        if id(stream) in self._broken:
-            return
-        try:
-            stream.write(data)
-            stream.flush()
-        except (OSError, ValueError):  # BrokenPipeError (EPIPE), EIO from a hung-up tty, a closed file
-            self._broken.add(id(stream))
-            silence(stream)
+    def drain(self, timeout_s: float = DRAIN_AT_EXIT_S) -> None:
+        """Wait (at most ``timeout_s`` in all) until every stream has written what is queued."""
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        for writer in list(self._writers.values()):
+            writer.drain(max(0.0, deadline - time.monotonic()))
+
+    def _write(self, stream: BinaryIO, data: bytes, droppable: bool = False) -> None:
+        """Queue the data for the stream's writer thread. A reader that went away (``| head``) or a
+        terminal that hung up turns that stream off, not the job, and not the other stream (the
+        report still reaches stderr when stdout's reader is gone)."""
+        writer = self._writers.get(id(stream))
+        if writer is None:
+            writer = self._writers[id(stream)] = _Writer(stream)
+        writer.put(data, droppable)
 
 
 def silence(stream: BinaryIO) -> None:

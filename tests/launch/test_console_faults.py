@@ -146,8 +146,65 @@ def test_a_burst_the_console_cannot_take_is_counted_not_queued(tmp_path: Path) -
     log = (tmp_path / "logs" / "burst" / "rank-0" / "stdout.log").read_text().splitlines()
     assert log == [f"line {i}" for i in range(300000)]
     shown = [line for line in result.stdout.splitlines() if line.startswith("[r0 d0] line ")]
-    notes = [line for line in result.stdout.splitlines() if "lines not shown here" in line]
-    assert notes, "the console kept up with 300,000 lines at once: the cap was not reached"
-    counted = sum(int(note.split("[npulaunch: ")[1].split(" lines")[0].replace(",", "")) for note in notes)
-    assert len(shown) + counted == 300000
-    assert "all are in the rank's log" in notes[0]
+    notes = [line for line in result.stdout.splitlines() if "lines not shown" in line]
+    counted = sum(int(note.split("npulaunch: ")[1].split(" lines")[0].replace(",", "")) for note in notes)
+    assert len(shown) + counted == 300000  # every line shown or counted, none both
+    assert all("all are in the" in note for note in notes)
+
+
+def test_the_local_runner_counts_what_the_console_has_no_room_for(tmp_path: Path) -> None:
+    from helpers import host_plan
+
+    from npulaunch.launch import local
+
+    runner = local.LocalRunner(host_plan(tmp_path, "cap-marker", "*=exit:0"), {})
+    spec = runner.agent.plan.ranks[0]
+    batch = ["x"] * 1000
+    for _ in range(local.MAX_PENDING_LINES // 1000 + 5):
+        runner._output(spec, "stdout", batch)
+    items = runner.items(0.0)
+    kept = sum(len(item.lines) for item in items if item.lines != [items[-1].lines[0]])
+    assert kept == local.MAX_PENDING_LINES  # queued up to the cap, not beyond
+    assert items[-1].lines == [
+        "[npulaunch: 5,000 lines not shown here (the console fell behind); all are in the rank's log]"
+    ]
+    runner.close()
+
+
+def test_a_slow_reader_does_not_hold_up_the_failure_or_the_report(tmp_path: Path) -> None:
+    # stdout goes to a reader that takes a line every 10 ms while 2 ranks flood; rank 1 fails: the job
+    # is stopped at once and the report reaches stderr, whatever stdout's reader still has to take
+    marker = "slow-reader-marker"
+    code = (
+        "import os, sys, time\n"
+        "if os.environ['RANK_ID'] == '1':\n    time.sleep(1.0)\n    sys.exit(3)\n"
+        f"while True:\n    print('flooding {marker} ' + 'x' * 60, flush=False)\n"
+    )
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        f"version: 1\njob:\n  command: [{sys.executable}, -c, {json.dumps(code)}]\n"
+        f"  log_dir: {tmp_path / 'logs'}\n  grace_period_s: 5\n"
+        "hosts: [{host: localhost, devices: 2}]\nrank_table: none\n"
+    )
+    argv = npulaunch_argv("run", str(path), "--job-id", "slow")
+    reader = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfor line in sys.stdin:\n    time.sleep(0.01)"],
+        stdin=subprocess.PIPE,
+    )
+    start = time.monotonic()
+    with open(tmp_path / "stderr.txt", "w") as err:
+        launcher = subprocess.Popen(argv, stdout=reader.stdin, stderr=err, env=base_env())
+        assert reader.stdin is not None
+        reader.stdin.close()
+        code = launcher.wait(60)
+    took = time.monotonic() - start
+    reader.kill()
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert code == 1, stderr
+    assert "root cause: rank 1 exited with code 3" in stderr
+    events = [json.loads(line) for line in (tmp_path / "logs" / "slow" / "events.jsonl").read_text().splitlines()]
+    failed = next(e["time"] for e in events if e["kind"] == "rank_exited" and e["rank"] == 1)
+    finished = next(e["time"] for e in events if e["kind"] == "job_finished")
+    assert finished - failed < 5.0  # teardown did not wait for the reader (it would need minutes)
+    assert took < 30.0, took  # and the launcher waited for it at most DRAIN_AT_EXIT_S at the end
+    assert wait_until(lambda: not marked_pids(marker), 10)
