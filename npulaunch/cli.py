@@ -334,6 +334,12 @@ def cmd_sbatch(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     if not args.submit:
         sys.stdout.write(script)
         return 0
+    import shutil
+
+    if shutil.which("sbatch") is None:  # before any side effect
+        raise UsageError(
+            "sbatch is not on the PATH: is this a Slurm login node? (without --submit the script is printed)"
+        )
     os.makedirs(config.job.log_dir, exist_ok=True)  # sbatch opens --output there before the script runs
     status, said = submit(script)
     print(said)

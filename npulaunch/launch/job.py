@@ -32,8 +32,15 @@ class CheckedJob:
 def _open_fleet(loaded: Loaded) -> "Optional[Fleet]":
     if not is_remote(loaded):
         return None
-    from npulaunch.launch.ssh.fleet import open_fleet
+    try:
+        from npulaunch.launch.ssh.fleet import open_fleet
+    except ImportError as exc:  # Fabric / Paramiko: the ssh extra
+        from npulaunch.host.errors import UsageError
 
+        raise UsageError(
+            f"a job on several hosts needs the ssh extra ({exc.name or 'Fabric'} is not installed): "
+            "python3 -m pip install 'npulaunch[ssh]'"
+        ) from None
     return open_fleet(loaded)
 
 

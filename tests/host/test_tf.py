@@ -276,13 +276,15 @@ def test_two_ranks_train_to_identical_weights(log_dir: Path) -> None:
 
 
 def tf1_python() -> str:
-    """An interpreter with TensorFlow 1.15 (CANN's TF stack), set up by .ci/run; see README."""
-    return os.environ.get("NPULAUNCH_TF1_PYTHON", "")
+    """An interpreter with TensorFlow 1.15 (CANN's TF stack): NPULAUNCH_TF1_PYTHON, else the venv
+    scripts/setup-dev.sh makes when the machine has a Python 3.7."""
+    made = ROOT / ".ci" / "venv-tf1" / "bin" / "python"
+    return os.environ.get("NPULAUNCH_TF1_PYTHON", str(made) if made.exists() else "")
 
 
 def test_options_land_in_tensorflow_1_15_sessions(tmp_path: Path) -> None:
     python = tf1_python()
-    require(bool(python) and os.path.exists(python), "a Python 3.7 with tensorflow-cpu 1.15 (NPULAUNCH_TF1_PYTHON)")
+    require(bool(python) and os.path.exists(python), "a Python 3.7 with tensorflow-cpu 1.15 (bash scripts/setup-dev.sh makes .ci/venv-tf1 from python3.7)")
     path = job(tmp_path, 1, "explicit, config, plain, monitored", f"env:\n  PYTHONPATH: {ROOT}\n")
     path.write_text(path.read_text().replace(sys.executable, python))
     result = run_cli("run", str(path), "--job-id", "tf1", timeout=180)

@@ -5,6 +5,7 @@ mode, rank mode (npulaunch exec per task), a failing rank ending the job, a batc
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ from helpers import (
     marked_pids,
     mpirun_argv,
     npulaunch_argv,
+    require,
     run_cli,
 )
 
@@ -155,6 +157,7 @@ def test_a_rendered_batch_script_runs_under_sbatch_wait(slurm_cluster, tmp_path:
 
 
 def test_mpirun_rank_mode_and_node_mode(tmp_path: Path, marker: str) -> None:
+    require(shutil.which("mpirun") is not None, "mpirun (openmpi-bin)")
     config = write_job(tmp_path, marker, "*=env", devices="[0, 1]")
     env = base_env({"NPLTEST_MARKER": marker}, standins=True)
     ranks = subprocess.run(

@@ -1,0 +1,49 @@
+"""What a new user meets in the first hour (issue 17): a missing extra, preconditions checked before
+any side effect. Through the CLI, as a user runs it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from helpers import run_cli
+
+TWO_HOSTS = """version: 1
+job:
+  command: [python3, -c, pass]
+  log_dir: {logs}
+hosts:
+  - {{host: 10.200.0.1, devices: 1, device_ips: [192.168.1.1]}}
+  - {{host: 10.200.0.2, devices: 1, device_ips: [192.168.1.2]}}
+"""
+
+
+def test_a_multi_host_job_without_the_ssh_extra_is_one_line(tmp_path: Path) -> None:
+    # Fabric importable but its Paramiko missing, as after `pip install npulaunch` without [ssh]
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "fabric.py").write_text("raise ModuleNotFoundError(\"No module named 'paramiko'\", name='paramiko')\n")
+    (shim / "paramiko.py").write_text("raise ModuleNotFoundError(\"No module named 'paramiko'\", name='paramiko')\n")
+    config = tmp_path / "job.yaml"
+    config.write_text(TWO_HOSTS.format(logs=tmp_path / "logs"))
+    for command in ("run", "check"):
+        result = run_cli(command, str(config), env={"PYTHONPATH": f"{shim}:{Path(__file__).parents[2]}"})
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines() == [
+            "npulaunch: error: a job on several hosts needs the ssh extra (paramiko is not installed): "
+            "python3 -m pip install 'npulaunch[ssh]'"
+        ]
+    assert not (tmp_path / "logs").exists()
+
+
+def test_sbatch_submit_without_sbatch_creates_nothing(tmp_path: Path) -> None:
+    config = tmp_path / "job.yaml"
+    config.write_text(
+        f"version: 1\njob:\n  command: [{sys.executable}, -c, pass]\n  log_dir: {tmp_path / 'logs'}\n"
+        "hosts: [{host: localhost, devices: 1}]\n"
+    )
+    result = run_cli("sbatch", str(config), "--submit", env={"PATH": "/nonexistent"})
+    assert result.returncode == 2, result.stderr
+    assert "sbatch" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "logs").exists()  # no side effect before the failed precondition
