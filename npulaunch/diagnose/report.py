@@ -5,11 +5,14 @@ text shown from it is views/reporttext.py's, the files are written by launch/job
 
 from __future__ import annotations
 
+import re
 import resource
 import signal
+from dataclasses import replace
 from typing import Optional, Sequence, Tuple
 
 from npulaunch.diagnose import rootcause
+from npulaunch.diagnose.rootcause import RootCause
 from npulaunch.diagnose.summary import FailureReport, JobInfo, JobStatus, JobSummary, RankSummary
 from npulaunch.host.agent.tail import last_lines
 from npulaunch.host.events import Event
@@ -76,6 +79,9 @@ def build_report(
             reason = f"rank {cause.rank} hung"
         else:
             reason = f"rank {cause.rank} reported {cause.code} ({cause.cls})"
+        tail = ended.stderr_tail or ended.stdout_tail
+        if cause.cls == "python_exception":
+            cause = _python_cause(cause, tail)
         root = FailureReport(
             cause,
             result.pid,
@@ -84,7 +90,7 @@ def build_report(
             result.end_time,
             reason,
             log_path,
-            ended.stderr_tail or ended.stdout_tail,
+            tail,
         )
     job = JobInfo(
         job_id=plan.job_id,
@@ -102,6 +108,41 @@ def build_report(
         launcher_cpu_s=_own_cpu_s(),
     )
     return JobSummary(job, root, tuple(ranks))
+
+
+# "ValueError: bad", "numpy.linalg.LinAlgError: ...", "KeyboardInterrupt": a traceback's last line
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Fault)\b(?::.*)?$")
+_FRAME_LINE = re.compile(r'^\s+File "[^"]*", line \d+')
+
+
+def python_exception(lines: Sequence[str]) -> Optional[Tuple[str, Optional[str]]]:
+    """The exception line of the last traceback in ``lines`` and its innermost frame
+    (``File "train.py", line 3, in load``), or None when there is no complete traceback."""
+    start = max((i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")), default=-1)
+    if start < 0:
+        return None
+    frame = None
+    for line in lines[start + 1 :]:
+        if _FRAME_LINE.match(line):
+            frame = line.strip()
+        elif _EXCEPTION_LINE.match(line):
+            return line.strip(), frame
+    return None
+
+
+def _python_cause(cause: RootCause, tail: Sequence[str]) -> RootCause:
+    """A Python failure as its exception line and innermost frame (what a user looks for first),
+    the traceback itself once, in the log's last lines, when they hold it."""
+    found = python_exception(list(cause.excerpt)) or python_exception(list(tail))
+    if found is None:
+        return cause
+    line, frame = found
+    shown_once = all(text in tail for text in cause.excerpt if text.strip())
+    return replace(
+        cause,
+        first_line=line + (f" (at {frame})" if frame else ""),
+        excerpt=() if shown_once else cause.excerpt,
+    )
 
 
 def _own_cpu_s() -> float:

@@ -555,7 +555,7 @@ SIGNATURES: Tuple[Signature, ...] = (
         "python_exception",
         CAUSE,
         False,
-        "the script raised an exception: see the excerpt",
+        "the script raised an exception: its traceback is in the rank's log",
         needles=("Traceback",),
     ),
     Signature(

@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 from typing import IO, List, Mapping, Optional, Tuple
 
-from npulaunch.diagnose.report import build_report, describe_exit
+from npulaunch.diagnose.report import build_report, describe_exit, python_exception
 from npulaunch.diagnose.rootcause import ranks_word
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S
@@ -179,9 +179,13 @@ class Supervisor:
         if kind in KEPT_FOR_REPORT:
             self._kept.append(event)
         if kind is EventKind.SIGNATURE_MATCHED:
+            line = data["line"]
+            if data["cls"] == "python_exception":  # the exception line says more than "Traceback ..."
+                found = python_exception([line, *data.get("after", [])])
+                line = found[0] if found else line
             self.console.message(
                 f"rank {event.rank} reported {signature_label(data)} "
-                f"({data['cls']}, a {data['signature_kind']}): {data['line'][:200]}"
+                f"({data['cls']}, a {data['signature_kind']}): {line[:200]}"
             )
             if data.get("fatal"):
                 log.debug("fatal signature on rank %s: stopping the job", event.rank)
