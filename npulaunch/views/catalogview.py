@@ -32,9 +32,79 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def render_table(specs: Sequence[Spec]) -> str:
+ELLIPSIS = "…"
+MIN_WRAP = 16  # narrower than this, a wrapping column goes on lines of its own under the row
+
+
+def terminal_width() -> int:
+    """The terminal's width when stdout is one, else 80 (a pipe, a file, CI logs)."""
+    import shutil
+    import sys
+
+    return shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else 80
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, cut with an ellipsis when it is longer."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + ELLIPSIS
+
+
+def _wrap(text: str, width: int) -> List[str]:
+    """Lines of at most ``width`` characters, broken between words; a word longer than a line is
+    cut with an ellipsis, never silently."""
+    import textwrap
+
+    lines = textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or [""]
+    return [_fit(line, width) for line in lines]
+
+
+def render_columns(rows: Sequence[Sequence[str]], wrapping: Sequence[int], width: int, caps: Sequence[int]) -> str:
+    """A table in ``width`` columns. Columns not in ``wrapping`` keep their width up to their cap
+    (``caps[i]``; longer cells end in an ellipsis); the ``wrapping`` ones share what is left and are
+    broken between words. When that leaves them less than MIN_WRAP each, they go under the row,
+    indented, on lines of their own."""
+    count = len(rows[0])
+    natural = [max(len(row[i]) for row in rows) for i in range(count)]
+    fixed = [i for i in range(count) if i not in wrapping]
+    widths = {i: min(natural[i], caps[i]) for i in fixed}
+    used = sum(widths.values()) + 2 * (len(fixed) - 1)
+    room = width - used - 2 * len(wrapping)
+    stacked = room < MIN_WRAP * len(wrapping)
+    while stacked and used > width:  # too narrow even for the fixed columns: the widest gives way
+        widest = max(fixed, key=lambda i: widths[i])
+        widths[widest] -= used - width
+        used = width
+    if not stacked:
+        total = sum(natural[i] for i in wrapping) or 1
+        for i in wrapping:
+            widths[i] = max(MIN_WRAP, min(natural[i], room * natural[i] // total))
+        spare = room - sum(widths[i] for i in wrapping)
+        for i in wrapping:  # what rounding left, to the columns that can use it
+            extra = min(spare, natural[i] - widths[i])
+            widths[i] += max(0, extra)
+            spare -= max(0, extra)
+    lines: List[str] = []
+    for row in rows:
+        head = "  ".join(_fit(row[i], widths[i]).ljust(widths[i]) for i in fixed)
+        if stacked:
+            lines.append(head.rstrip())
+            for i in wrapping:
+                lines.extend("    " + part for part in _wrap(row[i], width - 4))
+            continue
+        cells = {i: _wrap(row[i], widths[i]) for i in wrapping}
+        depth = max(len(cell) for cell in cells.values())
+        for n in range(depth):
+            parts = [head if n == 0 else " " * len(head)]
+            parts += [(cells[i][n] if n < len(cells[i]) else "").ljust(widths[i]) for i in wrapping]
+            lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def render_table(specs: Sequence[Spec], width: Optional[int] = None) -> str:
+    """The catalog as a table that fits ``width`` columns (the terminal's, or 80)."""
     if not specs:
         return "no entries match\n"
+    width = width or terminal_width()
     rows: List[Sequence[str]]
     if isinstance(specs[0], OptionSpec):
         rows = [("name", "type", "default", "scenario", "status", "description")]
@@ -43,6 +113,7 @@ def render_table(specs: Sequence[Spec]) -> str:
             for s in specs
             if isinstance(s, OptionSpec)
         ]
+        table = render_columns(rows, (5,), width, (60, 4, 12, 9, 12, 0))
     else:
         rows = [("name", "type", "default", "allowed", "description")]
         rows += [
@@ -50,9 +121,8 @@ def render_table(specs: Sequence[Spec]) -> str:
             for s in specs
             if isinstance(s, EnvVarSpec)
         ]
-    widths = [min(40, max(len(row[i]) for row in rows)) for i in range(len(rows[0]) - 1)]
-    lines = ["  ".join(cell[:40].ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
-    return "\n".join(lines) + f"\n({len(specs)} entries)\n"
+        table = render_columns(rows, (3, 4), width, (60, 5, 10, 0, 0))
+    return table + f"({len(specs)} entries)\n"
 
 
 def render_entry(spec: Spec) -> str:
