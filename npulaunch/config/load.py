@@ -38,7 +38,7 @@ from npulaunch.config.sections import (
     parse_slurm,
     parse_super_pod,
 )
-from npulaunch.host.errors import ConfigError, YamlPath, render_path
+from npulaunch.host.errors import ConfigError, ConfigProblem, YamlPath, render_path
 from npulaunch.host.spec import FORWARDABLE_SIGNALS
 
 if TYPE_CHECKING:  # yaml is imported only when a file is read
@@ -112,8 +112,8 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     monitor = parse_monitor(check, top.get("monitor"))
     ssh = _parse_ssh(check, top.get("ssh"))
     slurm = parse_slurm(check, top.get("slurm"))
-    if check.problems:
-        raise ConfigError(check.problems)
+    if check.problems:  # the rules too, on the options that are valid, so every problem shows at once
+        raise ConfigError(check.problems + _rule_problems(doc, options, env, hosts, switches))
     assert job is not None
     sources = {
         key: ("yaml" if present else "default")
@@ -141,6 +141,33 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
         slurm=slurm,
         **switches,
     )
+
+
+def _rule_problems(
+    doc: "YamlDocument", options: Dict[str, Any], env: Dict[str, Any], hosts: Any, switches: Dict[str, Any]
+) -> List[ConfigProblem]:
+    """The errors of the rules between options, found on the options and variables that passed
+    their own checks: reported with the type and range errors, not after they are fixed. The job's
+    size is counted from the hosts that list their devices (1 when none does)."""
+    if not options and not env:
+        return []
+    from npulaunch.config.rules import ERROR, RuleContext, check_rules
+
+    sizes = [len(h.devices) for h in hosts or () if isinstance(h.devices, tuple)]
+    effective = {k: v for k, v in env.items() if v is not None}
+    ctx = RuleContext(options, env, effective, sum(sizes) or 1, switches.get("product"), switches.get("cann_version"))
+    problems = []
+    for finding in check_rules(ctx):
+        if finding.level != ERROR:
+            continue
+        first = finding.names[0]
+        path = ("env", first[4:]) if first.startswith("env:") else ("session_options", first)
+        others = " and ".join(n.replace("env:", "env.") for n in finding.names)
+        hint = "; ".join(h for h in (finding.hint, f"rule between {others}" if len(finding.names) > 1 else "") if h)
+        problems.append(
+            ConfigProblem(doc.source, doc.line_of(path), render_path(path), finding.found, finding.allowed, hint)
+        )
+    return problems
 
 
 def _parse_switches(check: Checker, top: Dict[str, Any]) -> Dict[str, Any]:

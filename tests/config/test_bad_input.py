@@ -74,3 +74,17 @@ def test_hang_timeout_must_be_finite_and_not_negative(value: str) -> None:
     result = run_cli("plan", "--hang-timeout", value, "--nproc-per-node", "1", "--", sys.executable, "-c", "pass")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--hang-timeout" in result.stderr and "a finite number of seconds >= 0" in result.stderr
+
+
+def test_type_range_and_rule_errors_come_in_one_pass(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        HEAD
+        + "session_options:\n  hcom_parallel: 'yes'\n  precision_mode: allow_mix_precision\n"
+        + "  precision_mode_v2: mixed_float16\n  enable_dump: true\n  iterations_per_loop: 0\n"
+    )
+    stderr = refused(path, "(4 problems)")
+    assert "job.yaml:6: session_options.hcom_parallel: found 'yes'" in stderr  # a type
+    assert "job.yaml:10: session_options.iterations_per_loop: found 0" in stderr  # a range
+    assert "job.yaml:7: session_options.precision_mode: found both precision_mode and precision_mode_v2" in stderr
+    assert "job.yaml:9: session_options.enable_dump: found enable_dump: true without dump_path" in stderr  # rules
