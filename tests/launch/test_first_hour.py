@@ -3,10 +3,11 @@ any side effect. Through the CLI, as a user runs it."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
-from helpers import run_cli
+from helpers import ROOT, run_cli
 
 TWO_HOSTS = """version: 1
 job:
@@ -47,3 +48,23 @@ def test_sbatch_submit_without_sbatch_creates_nothing(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert "sbatch" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "logs").exists()  # no side effect before the failed precondition
+
+
+def test_no_empty_stack_files_are_left_behind(tmp_path: Path) -> None:
+    # every rank that registers the stack-dump handler opens its file; none was asked for a dump
+    code = "from npulaunch import session\nassert session.register_stack_dump()\nprint('registered')"
+    config = tmp_path / "job.yaml"
+    config.write_text(
+        f"version: 1\njob:\n  command: [{sys.executable}, -c, {json.dumps(code)}]\n  log_dir: {tmp_path / 'logs'}\n"
+        f"hosts: [{{host: localhost, devices: 2}}]\nrank_table: none\nenv:\n  PYTHONPATH: {ROOT}\n"
+    )
+    result = run_cli("run", str(config), "--job-id", "stacks", "--no-live")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("registered") == 2
+    job = tmp_path / "logs" / "stacks"
+    assert sorted(p.name for p in job.glob("rank-*/*") if p.is_file()) == [
+        "stderr.log",
+        "stderr.log",
+        "stdout.log",
+        "stdout.log",
+    ]

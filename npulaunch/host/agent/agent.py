@@ -24,7 +24,7 @@ from npulaunch.host.agent.guard import Guard
 from npulaunch.host.agent.inbox import SignalInbox
 from npulaunch.host.agent.monitor import Monitor
 from npulaunch.host.agent.prepare import prepare_rank
-from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S, StackDumps
+from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S, StackDumps, remove_unused
 from npulaunch.host.agent.tail import FileTail, Line, LineSplitter
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.files import write_once
@@ -266,6 +266,7 @@ class Agent:
                     self._output(proc.spec, stream, lines)
                     self.monitor.lines(proc.spec.rank, stream, lines)
         self.monitor.close()
+        remove_unused([proc.spec.rank_dir for proc in self.ranks])  # empty stack files, markers
         if self._guard is not None:
             self._guard.release()
         if self._inbox is not None:

@@ -116,3 +116,17 @@ class StackDumps:
                 dumper.kill()
                 dumper.wait()
             out.close()
+
+
+def remove_unused(rank_dirs: List[str]) -> None:
+    """After the job: the stack files no dump was written to (every rank that registered the
+    handler opened one, empty until asked), and the registration markers. A dump is kept."""
+    import glob
+
+    for rank_dir in rank_dirs:
+        for path in glob.glob(os.path.join(rank_dir, "stacks-*.txt")) + [os.path.join(rank_dir, STACK_SIGNAL_FILE)]:
+            try:
+                if path.endswith(STACK_SIGNAL_FILE) or os.path.getsize(path) == 0:
+                    os.unlink(path)
+            except OSError:
+                pass
