@@ -150,8 +150,9 @@ def status_text(job_dir: str) -> str:
     name = os.path.basename(os.path.normpath(job_dir))
     notes: List[str] = []
     if finished:
-        head = f"job {name}{attempt}: {finished['status']} (exit code {finished['exit_code']})"
         end = next(e.time for e in events if e.kind is EventKind.JOB_FINISHED)
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(end))
+        head = f"job {name}{attempt}: {finished['status']} (exit code {finished['exit_code']}), finished {when}"
     else:
         state = launcher_state(layout)
         end = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Dict
 
@@ -330,7 +331,7 @@ def test_status_and_report_of_a_job_with_restarts(log_dir: Path, marker: str) ->
 
     status = run_cli("status", str(job))
     assert status.returncode == 0, status.stderr
-    assert status.stdout.startswith("job m (attempt 3): succeeded (exit code 0)\n")
+    assert status.stdout.startswith("job m (attempt 3): succeeded (exit code 0), finished 20")
     rows = {line.split()[0]: line for line in status.stdout.splitlines()[2:]}
     assert "succeeded" in rows["0"] and "connected on attempt 3" in rows["0"] and "ok" in rows["1"]
     report = run_cli("report", str(job))
@@ -356,4 +357,6 @@ def test_status_and_report_of_a_failed_job(log_dir: Path, marker: str) -> None:
     report = run_cli("report", str(job))
     assert report.stdout in result.stderr and "root cause: rank 1 exited with code 4" in report.stdout
     status = run_cli("status", str(job))
-    assert status.stdout.startswith("job m: failed (exit code 1)\n")
+    assert status.stdout.startswith("job m: failed (exit code 1), finished 20")
+    time.sleep(1.2)  # a finished job's silences are measured to its end: they do not grow
+    assert run_cli("status", str(job)).stdout == status.stdout
