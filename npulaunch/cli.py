@@ -65,6 +65,12 @@ def _add_job_flags(parser: argparse.ArgumentParser) -> None:
         help="declare a hang after S seconds without output (monitor.hang_timeout_s; 0 = off)",
     )
     parser.add_argument(
+        "--cpu-binding",
+        metavar="MODE",
+        help="bind each rank to CPUs: none, blocks, auto (near its NPU), or device=CPUs pairs "
+        "such as 0=0-23;1=24-47 (job.cpu_binding)",
+    )
+    parser.add_argument(
         "--scheduler",
         choices=("auto", "slurm", "mpi", "volcano", "k8s", "none"),
         default="auto",
@@ -151,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
         view.add_argument("job_dir", help="the job directory (<log_dir>/<job_id>)")
         if name == "report":
             view.add_argument("--json", action="store_true", help="summary.json as it is")
+            view.add_argument(
+                "--html", action="store_true", help="the report as one self-contained HTML page (as report.html)"
+            )
     for name, what in (("options", "TF Adapter session options"), ("env-vars", "environment variables")):
         catalog = commands.add_parser(
             name,
@@ -233,6 +242,7 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> "Overr
         rank_table=RankTableMode(args.rank_table) if args.rank_table else None,
         hang_timeout_s=args.hang_timeout,
         max_restarts=args.max_restarts,
+        cpu_binding=args.cpu_binding,
     )
 
 
@@ -302,7 +312,9 @@ def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
         import signal
 
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    return run_job(loaded, lambda plan: _console(plan, shown, live=not args.no_live))
+    from npulaunch.views.jobview import write_html_report
+
+    return run_job(loaded, lambda plan: _console(plan, shown, live=not args.no_live), write_html_report)
 
 
 def cmd_exec(args: argparse.Namespace, command: Optional[List[str]]) -> int:
@@ -379,6 +391,11 @@ def cmd_view(args: argparse.Namespace, command: Optional[List[str]]) -> int:
         from npulaunch.launch.control import stop_job
 
         print(stop_job(args.job_dir))
+        return 0
+    if args.command == "report" and args.html:
+        from npulaunch.views.jobview import report_html
+
+        sys.stdout.write(report_html(args.job_dir))
         return 0
     sys.stdout.write(status_text(args.job_dir) if args.command == "status" else report_text(args.job_dir, args.json))
     return 0

@@ -28,6 +28,7 @@ class EventKind(str, Enum):
     STACKS_DUMPED = "stacks_dumped"
     AGENT_LOST = "agent_lost"
     PREFLIGHT_WARNING = "preflight_warning"
+    PROGRESS = "progress"  # a rank's output so far (lines, step): its first line, then now and then
     JOB_FINISHED = "job_finished"
 
 

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional, Tuple
 
+from npulaunch.diagnose.summary import JobSummary
 from npulaunch.launch.restarts import run_with_restarts
 from npulaunch.launch.runner import Console, RankRunner
 from npulaunch.plan.launchplan import LaunchPlan
@@ -57,8 +58,14 @@ def check_job(loaded: Loaded, offline: bool = False) -> CheckedJob:
     return CheckedJob(plan, plan.warnings + tuple(fleet.warnings if fleet else ()), fleet is not None)
 
 
-def run_job(loaded: Loaded, make_console: Callable[[LaunchPlan], Console]) -> int:
-    """Run the job until it ends; returns the process's exit code (0, 1 or 128+N)."""
+def run_job(
+    loaded: Loaded,
+    make_console: Callable[[LaunchPlan], Console],
+    finished: Optional[Callable[[JobSummary, str], object]] = None,
+) -> int:
+    """Run the job until it ends; returns the process's exit code (0, 1 or 128+N). ``finished``:
+    called with the job's summary and the directory of its summary.json (the views write the
+    HTML report there)."""
     fleet = _open_fleet(loaded)
     try:
         plan_for = planner(loaded, fleet.facts if fleet else None)
@@ -79,7 +86,10 @@ def run_job(loaded: Loaded, make_console: Callable[[LaunchPlan], Console]) -> in
             console.message(f"note: {note}")
         for warning in plan.warnings:
             console.message(warning)
-        return run_with_restarts(plan_for, console, plan.max_restarts, make_runner=make_runner).exit_code
+        summary = run_with_restarts(plan_for, console, plan.max_restarts, make_runner=make_runner)
+        if finished is not None:
+            finished(summary, plan.layout.own_dir)
+        return summary.exit_code
     finally:
         if fleet is not None:
             fleet.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from typing import Any, Dict, List, Optional
 
@@ -53,6 +54,41 @@ def _events(layout: JobLayout, job_dir: str, damage: Optional[List[str]] = None)
     if bad and damage is not None:
         damage.append(f"{path}: {bad} damaged line(s) skipped")
     return events
+
+
+HTML_REPORT = "report.html"
+
+
+def report_html(job_dir: str, summary: Optional[JobSummary] = None) -> str:
+    """The job's report as a self-contained HTML page (views/htmlreport.py): its summary, its
+    latest attempt's events, its plan."""
+    from npulaunch.views.htmlreport import render_html
+
+    layout = JobLayout.open(job_dir)
+    if summary is None:
+        document = read_json(layout.summary_path)
+        if document is None:
+            raise UsageError(f"{job_dir} has no summary.json yet: the job is still running; see npulaunch status")
+        summary = JobSummary.from_json(document, layout.summary_path)
+    try:
+        plan = read_json(layout.plan_path)
+    except UsageError:
+        plan = None
+    return render_html(summary, _events(layout, job_dir), plan if isinstance(plan, dict) else None)
+
+
+def write_html_report(summary: JobSummary, directory: str) -> Optional[str]:
+    """Write report.html beside summary.json (mode 0600, whole or not at all); the path, or None
+    with the reason printed when it cannot be written (the job's own record is already there)."""
+    from npulaunch.host.files import write_private
+
+    path = os.path.join(directory, HTML_REPORT)
+    try:
+        write_private(path, report_html(directory, summary))
+    except (OSError, UsageError) as exc:
+        sys.stderr.write(f"npulaunch: warning: cannot write {path}: {exc}\n")
+        return None
+    return path
 
 
 def report_text(job_dir: str, as_json: bool) -> str:

@@ -19,6 +19,7 @@ from rich.text import Text
 from npulaunch.config.cluster import ConsoleMode
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.events import Event, EventKind, signature_label
+from npulaunch.host.progress import find_step
 from npulaunch.host.spec import RankSpec
 from npulaunch.plan.launchplan import LaunchPlan
 from npulaunch.views.console import Console, silence_fd
@@ -86,8 +87,7 @@ class LiveConsole(Console):
         row.lines += len(lines)
         row.last_time = now
         row.last_line = lines[-1].rstrip("\r") if lines else row.last_line
-        if self._step is not None:
-            self._parse_steps(row, lines, now)
+        self._parse_steps(row, lines, now)
         if not self._live_on:
             super().rank_output(spec, stream, lines)
             return
@@ -100,18 +100,18 @@ class LiveConsole(Console):
         self._refresh(now)
 
     def _parse_steps(self, row: RankRow, lines: List[str], now: float) -> None:
-        assert self._step is not None
-        for line in reversed(lines):
-            match = self._step.search(line)
-            if match and match.groups() and match.group(1).isdigit():
-                row.step = int(match.group(1))
-                if len(match.groups()) > 1 and match.group(2) and match.group(2).isdigit():
-                    row.total = int(match.group(2))
-                if row.first_step is None:
-                    row.first_step = (now, row.step)
-                elif now > row.first_step[0]:
-                    row.step_rate = (row.step - row.first_step[1]) / (now - row.first_step[0])
-                return
+        """The step (and total) from the job's progress_regex, else from the forms common training
+        output takes (host/progress.py): step rate and ETA need no configuration."""
+        found = find_step(lines, self._step)
+        if found is None:
+            return
+        row.step, total = found
+        if total is not None:
+            row.total = total
+        if row.first_step is None or row.step < row.first_step[1]:  # a new epoch restarts the count
+            row.first_step = (now, row.step)
+        elif now > row.first_step[0]:
+            row.step_rate = (row.step - row.first_step[1]) / (now - row.first_step[0])
 
     def event(self, event: Event) -> None:
         row = self._rows.get(event.rank) if event.rank is not None else None

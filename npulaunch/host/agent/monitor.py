@@ -14,6 +14,7 @@ from typing import Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from npulaunch.host.agent.tail import FileTail, Line
 from npulaunch.host.events import EventKind
+from npulaunch.host.progress import Step, find_step
 from npulaunch.host.session import HEARTBEAT_FILE
 from npulaunch.host.signatures import (
     SIGNATURES,
@@ -27,6 +28,7 @@ from npulaunch.host.watchdog import HangLimits, Progress, describe, find_hangs, 
 
 CONTEXT_LINES = 5  # lines kept before a match, for the report's excerpt
 PLOG_SCAN_INTERVAL_S = 1.0  # how often new plog files are looked for
+SAMPLE_EVERY_S = 30.0  # a PROGRESS event per rank this often (times the job's size / 64)
 
 Emit = Callable[..., None]  # emit(kind, rank=None, **data)
 
@@ -45,6 +47,14 @@ class Monitor:
         self._next_scan = 0.0
         self.hung = False
         self._progress_re = re.compile(plan.progress_regex) if plan.progress_regex else None
+        # steps: the job's regex when it captures one, else the common forms (host/progress.py)
+        self._step_re = self._progress_re if self._progress_re is not None and self._progress_re.groups else None
+        self._lines: Dict[int, int] = {}
+        self._steps: Dict[int, Step] = {}
+        self._sampled: Dict[int, Tuple[int, Optional[Step]]] = {}
+        self._next_sample: Dict[int, float] = {}
+        world_size = plan.ranks[0].world_size if plan.ranks else 1
+        self._sample_every = SAMPLE_EVERY_S * max(1, world_size // 64)
         self._heartbeats = {spec.rank: os.path.join(spec.rank_dir, HEARTBEAT_FILE) for spec in plan.ranks}
         self._beats: Dict[int, float] = {}
 
@@ -55,9 +65,32 @@ class Monitor:
 
     def exited(self, rank: int) -> None:
         self.progress.pop(rank, None)
+        if rank in self._lines and self._sampled.get(rank) != (self._lines[rank], self._steps.get(rank)):
+            self._sample(rank, last=True)  # where it got to, for the report's timeline
+
+    def _sample(self, rank: int, first: bool = False, last: bool = False) -> None:
+        """A PROGRESS event: the rank's lines so far and its latest step, for the report's timeline
+        (its first line, then every SAMPLE_EVERY_S x the job's size / 64, so a big job stays cheap)."""
+        step = self._steps.get(rank)
+        self._sampled[rank] = (self._lines[rank], step)
+        self._next_sample[rank] = self._clock() + self._sample_every
+        data = {"lines": self._lines[rank], "step": step[0] if step else None, "total": step[1] if step else None}
+        if first:
+            data["first"] = True
+        if last:
+            data["last"] = True
+        self._emit(EventKind.PROGRESS, rank, **data)
 
     def lines(self, rank: int, stream: str, lines: List[Line]) -> None:
         """A batch of a rank's output: progress, and the signatures it carries."""
+        if lines:
+            first = rank not in self._lines
+            self._lines[rank] = self._lines.get(rank, 0) + len(lines)
+            step = find_step(lines, self._step_re)
+            if step is not None:
+                self._steps[rank] = step
+            if first or self._clock() >= self._next_sample.get(rank, 0.0):
+                self._sample(rank, first=first)
         seen = self.progress.get(rank)
         if (
             seen is not None

@@ -1,0 +1,45 @@
+"""Training progress read from the lines ranks print, without configuration: the step (and the
+total, when the line has one) in the forms common training output takes. A job's own
+``monitor.progress_regex`` replaces them (group 1 the step, group 2 the total). Standard library only,
+Python 3.7+: the agent reads it on compute hosts, the live view on the launcher.
+
+Forms recognised, most specific first:
+- ``global_step = 120`` / ``global_step: 120`` / ``global_step 120`` (TensorFlow's LoggingTensorHook,
+  Estimator's "loss = 0.12, step = 120" also below);
+- ``step 120/1000``, ``step 120 of 1000``, ``Step [120/1000]``;
+- ``  45/100 [=====>....] - ETA: 3s`` (Keras' progress bar) and ``Epoch 3/10``;
+- ``step = 120`` / ``step: 120`` / ``step 120``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Optional, Pattern, Sequence, Tuple
+
+Step = Tuple[int, Optional[int]]  # (step, total or None)
+LOOK_BACK = 20  # lines of a batch looked at, from its end
+
+PATTERNS: Tuple[Pattern[str], ...] = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"\bglobal_step\b\s*[=:]?\s*(\d+)",
+        r"\bstep\s*\[?\s*(\d+)\s*(?:/|of)\s*(\d+)",
+        r"^\s*(\d+)/(\d+)\s*\[[=>.\s]*\]",
+        r"\bepoch\s*\[?\s*(\d+)\s*/\s*(\d+)",
+        r"\bstep\b\s*[=:]?\s*(\d+)",
+    )
+)
+
+
+def find_step(lines: Sequence[str], custom: Optional[Pattern[str]] = None) -> Optional[Step]:
+    """The latest step the lines show (the last line that has one), or None."""
+    patterns: Iterable[Pattern[str]] = (custom,) if custom is not None else PATTERNS
+    for line in reversed(lines[-LOOK_BACK:]):  # the latest lines of a batch: a flood costs nothing more
+        if not any(ch.isdigit() for ch in line[-200:]):
+            continue
+        for pattern in patterns:
+            match = pattern.search(line[-500:])
+            if match and match.groups() and match.group(1) and match.group(1).isdigit():
+                total = match.group(2) if len(match.groups()) > 1 else None
+                return int(match.group(1)), (int(total) if total and total.isdigit() else None)
+    return None
