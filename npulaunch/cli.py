@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from npulaunch import __version__
 from npulaunch.host.errors import ConfigError, ConfigProblem, NpulaunchError, UsageError
@@ -314,7 +314,28 @@ def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
     from npulaunch.views.jobview import write_html_report
 
-    return run_job(loaded, lambda plan: _console(plan, shown, live=not args.no_live), write_html_report)
+    phase = _phase_spinner() if not args.no_live and sys.stdout.isatty() else (lambda text: None)
+    try:
+        return run_job(loaded, lambda plan: _console(plan, shown, live=not args.no_live), write_html_report, phase)
+    finally:
+        phase(None)
+
+
+def _phase_spinner() -> Callable[[Optional[str]], None]:
+    """What happens before the ranks start, as a spinner on the terminal (rich, imported here)."""
+    from rich.console import Console as RichConsole
+
+    shown: List[Any] = []
+
+    def phase(text: Optional[str]) -> None:
+        while shown:
+            shown.pop().stop()
+        if text:
+            status = RichConsole(stderr=True).status(f"npulaunch: {text} ...")
+            status.start()
+            shown.append(status)
+
+    return phase
 
 
 def cmd_exec(args: argparse.Namespace, command: Optional[List[str]]) -> int:

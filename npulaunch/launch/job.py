@@ -1,20 +1,22 @@
 """One job, start to end, as ``npulaunch run`` and ``npulaunch check`` see it: connect to the
-remote hosts when there are any (Fabric is imported only then) and check every host, plan the
-job, then run it under the supervisor with its restarts. The fleet of SSH connections is always
-closed, whatever happens.
+remote hosts when there are any (Fabric is imported only then) and check every host (the NPU health
+check included), plan the job, then run it under the supervisor with its restarts. The fleet of SSH
+connections is always closed, whatever happens.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.launch.restarts import run_with_restarts
 from npulaunch.launch.runner import Console, RankRunner
+from npulaunch.plan.findings import CheckFailed, Finding, Severity, fatal
+from npulaunch.plan.healthcheck import HealthSettings
 from npulaunch.plan.launchplan import LaunchPlan
-from npulaunch.plan.preflight import check_local
+from npulaunch.plan.preflight import check_local, local_problems
 from npulaunch.plan.prepare import Loaded, is_remote, planner
 
 if TYPE_CHECKING:
@@ -23,14 +25,18 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CheckedJob:
-    """What ``npulaunch check`` found: the plan, and what the hosts' preflight warned about."""
+    """What ``npulaunch check`` found: the plan, what the hosts' preflight warned about, the health
+    check's findings (warnings, what it could not check) and what it asked (tool calls, pings)."""
 
     plan: LaunchPlan
     warnings: Tuple[str, ...]
     over_ssh: bool
+    findings: Tuple[Finding, ...] = ()
+    checked: Dict[str, Any] = field(default_factory=dict)
+    health: bool = True  # False: --offline, no host was asked
 
 
-def _open_fleet(loaded: Loaded) -> "Optional[Fleet]":
+def _open_fleet(loaded: Loaded, settings: HealthSettings) -> "Optional[Fleet]":
     if not is_remote(loaded):
         return None
     try:
@@ -42,38 +48,81 @@ def _open_fleet(loaded: Loaded) -> "Optional[Fleet]":
             f"a job on several hosts needs the ssh extra ({exc.name or 'Fabric'} is not installed): "
             "python3 -m pip install 'npulaunch[ssh]'"
         ) from None
-    return open_fleet(loaded)
+    return open_fleet(loaded, settings)
 
 
-def check_job(loaded: Loaded, offline: bool = False) -> CheckedJob:
-    """Plan the job and check every host (over SSH unless ``offline``); start nothing."""
-    fleet = None if offline else _open_fleet(loaded)
+def check_job(loaded: Loaded, offline: bool = False, settings: Optional[HealthSettings] = None) -> CheckedJob:
+    """Plan the job and check every host (over SSH unless ``offline``, with the NPU health check of
+    ``settings``); start nothing. Raises CheckFailed with every problem when the job could not start."""
+    settings = settings or HealthSettings()
+    fleet = None if offline else _open_fleet(loaded, settings)
     try:
         plan = planner(loaded, fleet.facts if fleet else None)(1)
     finally:
         if fleet is not None:
             fleet.close()
+    findings: List[Finding] = list(fleet.findings) if fleet else []
+    checked: Dict[str, Any] = dict(fleet.checked) if fleet else {}
     if plan.is_local_only():
-        check_local(plan, os.environ)
-    return CheckedJob(plan, plan.warnings + tuple(fleet.warnings if fleet else ()), fleet is not None)
+        findings, checked = check_this_host(loaded, plan, None if offline else settings)
+    warnings = plan.warnings + tuple(fleet.warnings if fleet else ())
+    return CheckedJob(plan, warnings, fleet is not None, tuple(findings), checked, not offline)
+
+
+def check_this_host(
+    loaded: Loaded, plan: LaunchPlan, settings: Optional[HealthSettings]
+) -> Tuple[List[Finding], Dict[str, Any]]:
+    """The preflight of a job on this host alone: its files and command (plan/preflight.py) and, unless
+    ``settings`` is None, the NPU health check, run here by the remote probe's own code. Raises
+    CheckFailed with every problem; returns the findings that do not stop the job."""
+    problems = local_problems(plan, os.environ)
+    findings: List[Finding] = []
+    checked: Dict[str, Any] = {}
+    if settings is not None and not loaded.config.cpu_fallback:
+        from npulaunch.host.agent.probe import probe
+        from npulaunch.plan.remotecheck import probe_asks, review_health
+
+        asks = probe_asks(loaded.config, loaded.job_id, settings)
+        answers = {host: probe(ask) for host, ask in asks.items()}
+        findings, checked = review_health(loaded.config, answers, asks, settings)
+    if problems or fatal(findings):
+        raise CheckFailed("the job cannot start on this host; nothing was started", problems, findings, checked)
+    return findings, checked
+
+
+def _run_settings(loaded: Loaded) -> HealthSettings:
+    """``run`` checks the NPU NICs (and pings across hosts) when the job spans hosts: one host's NPUs
+    talk over HCCS, and its start should not wait on 6 hccn_tool calls per NPU."""
+    return HealthSettings(nics=len(loaded.config.hosts) > 1)
 
 
 def run_job(
     loaded: Loaded,
     make_console: Callable[[LaunchPlan], Console],
     finished: Optional[Callable[[JobSummary, str], object]] = None,
+    phase: Callable[[Optional[str]], object] = lambda text: None,
 ) -> int:
     """Run the job until it ends; returns the process's exit code (0, 1 or 128+N). ``finished``:
     called with the job's summary and the directory of its summary.json (the views write the
-    HTML report there)."""
-    fleet = _open_fleet(loaded)
+    HTML report there). ``phase``: told what happens before the ranks start (a spinner on a
+    terminal), then None."""
+    if is_remote(loaded):
+        hosts = len(loaded.config.hosts)
+        phase(f"connecting to {hosts} hosts over SSH, shipping the agent, probing each host")
+    fleet = _open_fleet(loaded, _run_settings(loaded))
     try:
+        phase("planning the job")
         plan_for = planner(loaded, fleet.facts if fleet else None)
         plan = plan_for(1)
+        phase(None)
         make_runner: Optional[Callable[[LaunchPlan], RankRunner]] = None
-        if fleet is None:
+        findings: List[Finding] = []
+        if fleet is None and plan.is_local_only():
+            findings, _ = check_this_host(loaded, plan, _run_settings(loaded))
+        elif fleet is None:  # a node of a scheduler's job: this node's files and command
             check_local(plan, os.environ)
         else:
+            fleet.warnings.extend(f.render() for f in _worth_showing(fleet.findings))  # FleetRun shows them
             from npulaunch.launch.ssh.run import FleetRun
 
             open_fleet = fleet
@@ -86,6 +135,10 @@ def run_job(
             console.message(f"note: {note}")
         for warning in plan.warnings:
             console.message(warning)
+        for finding in _worth_showing(findings):
+            console.message(
+                ("warning: " if finding.severity is Severity.WARNING else "not checked: ") + finding.render()
+            )
         summary = run_with_restarts(plan_for, console, plan.max_restarts, make_runner=make_runner)
         if finished is not None:
             finished(summary, plan.layout.own_dir)
@@ -93,3 +146,14 @@ def run_job(
     finally:
         if fleet is not None:
             fleet.close()
+
+
+def _worth_showing(findings: List[Finding]) -> List[Finding]:
+    """What ``run`` shows of the health check: its warnings, and what it could not check on an NPU host
+    (on a host without npu-smi, a CPU or development machine, there is nothing to say)."""
+    no_npu = {f.host for f in findings if f.check == "chip_health" and f.severity is Severity.NOT_CHECKED}
+    return [
+        f
+        for f in findings
+        if f.severity is Severity.WARNING or (f.severity is Severity.NOT_CHECKED and f.host not in no_npu)
+    ]

@@ -68,3 +68,28 @@ def test_no_empty_stack_files_are_left_behind(tmp_path: Path) -> None:
         "stdout.log",
         "stdout.log",
     ]
+
+
+def test_run_says_what_happens_before_the_ranks_start(tmp_path: Path) -> None:
+    # the phases a spinner shows on a terminal, in order, and none once the ranks run
+    from npulaunch.config.overrides import Overrides
+    from npulaunch.launch.job import run_job
+    from npulaunch.plan.prepare import load
+    from npulaunch.views.console import Console
+
+    config = tmp_path / "job.yaml"
+    config.write_text(
+        f"version: 1\njob:\n  command: [{sys.executable}, -c, pass]\n  log_dir: {tmp_path / 'logs'}\n"
+        "hosts: [{host: localhost, devices: 1}]\n"
+    )
+    said: list = []
+    started: list = []
+
+    def console(plan):  # the console is made once the phases are over
+        started.append(list(said))
+        return Console()
+
+    loaded = load(str(config), Overrides(job_id="phases"), starting=True)
+    assert run_job(loaded, console, phase=said.append) == 0
+    assert started == [["planning the job", None]]
+    assert said == ["planning the job", None]
