@@ -72,7 +72,11 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
     candidates: List[Tuple[float, int, Optional[Event]]] = []  # (time, rank, its first cause or None)
     for rank, matched in first.items():
         if matched.data.get("signature_kind") == CAUSE:
-            candidates.append((matched.data["line_time"], rank, matched))
+            # a rank printed its lines before it exited: when a line was only read after the exit
+            # (a backlog, read once the job was being stopped), the exit bounds when it was printed
+            ended = by_rank[rank].end_time if rank in by_rank else None
+            when = matched.data["line_time"] if ended is None else min(matched.data["line_time"], ended)
+            candidates.append((when, rank, matched))
     for result in results:
         failed = result.state in (RankState.FAILED, RankState.SPAWN_FAILED)
         if failed and result.rank not in first:

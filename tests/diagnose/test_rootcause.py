@@ -239,3 +239,22 @@ def test_a_port_in_use_stops_the_job_and_is_not_retried(log_dir: Path, marker: s
         {"rank": 0, "cls": "hccl_listen_failed", "code": "hccl-listen-fail", "retryable": False}
     ]
     assert "restarting" not in result.stderr
+
+
+def test_a_cause_read_after_its_rank_exited_counts_from_the_exit() -> None:
+    # rank 0 printed EZ9999 and exited at t=5, but its line was read at t=10 (a backlog, read once the
+    # job was being stopped); rank 1 failed on its own at t=7: rank 0 came first
+    def matched(rank: int, line_time: float) -> Event:
+        data = {"signature": "EZ9999-aicore", "code": "EZ9999", "cls": "device_kernel_fault", "line": "EZ9999"}
+        data.update(signature_kind="cause", line_time=line_time, line_time_source="read time", hint="h")
+        data.update(source="stdout", retryable=False)
+        return Event(EventKind.SIGNATURE_MATCHED, "j", "localhost", rank, data, time=line_time)
+
+    results = [
+        RankResult(0, "localhost", 0, 100, RankState.FAILED, 1.0, 5.0, 1, None),
+        RankResult(1, "localhost", 1, 101, RankState.FAILED, 1.0, 7.0, 1, None),
+    ]
+    root = pick(results, [matched(0, 10.0)])
+    assert root is not None and root.rank == 0 and root.code == "EZ9999"
+    # the line's own time still counts when it is the earlier one
+    assert pick(results, [matched(0, 3.0)]).time == 3.0  # type: ignore[union-attr]
