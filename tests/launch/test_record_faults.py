@@ -80,8 +80,8 @@ def test_a_full_disk_at_start_leaves_nothing_behind(tmp_path: Path, small_fs: Pa
 FILL_THEN_FAIL = """
 import os, sys, time
 rank = os.environ['RANK_ID']
-print('rank', rank, 'started', flush=True)
-if rank == '0':  # fills the job's file system to the last byte, then waits to be stopped
+if rank == '0':
+    print('rank 0 started', flush=True)  # fills the job's file system to the last byte, then waits to be stopped
     with open(os.path.join(os.environ['NPULAUNCH_RANK_DIR'], 'ballast'), 'wb', buffering=0) as handle:
         try:
             while True:
@@ -90,7 +90,7 @@ if rank == '0':  # fills the job's file system to the last byte, then waits to b
         except OSError:
             pass
     time.sleep(60)
-else:  # fails once the disk is full
+else:  # fails once the disk is full (printing nothing: a write could fail with the disk full)
     while not os.path.exists(os.path.join(os.environ['NPULAUNCH_JOB_DIR'], 'rank-0', 'ballast')):
         time.sleep(0.05)
     time.sleep(1.0)
