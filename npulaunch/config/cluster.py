@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Union
 
 from npulaunch.config.checker import describe
 from npulaunch.host.errors import ConfigProblem, YamlPath, render_path
+from npulaunch.host.topology import Binding
 
 if TYPE_CHECKING:  # yaml is imported only when a file is read
     from npulaunch.config.yamlsource import YamlDocument
@@ -77,6 +78,10 @@ class JobConfig:
     console: ConsoleMode = ConsoleMode.ALL
     forward_signals: Tuple[str, ...] = ("SIGUSR1", "SIGUSR2")
     max_restarts: int = 0  # whole-job restarts, for retryable failures only
+    # per-rank directories made (mode 0700) before each rank starts; placeholders expanded, relative
+    # paths from the rank's working directory
+    make_dirs: Tuple[str, ...] = ()
+    cpu_binding: Binding = field(default_factory=Binding)  # none | blocks | auto | device -> CPUs (host/topology.py)
 
 
 @dataclass(frozen=True)

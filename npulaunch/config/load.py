@@ -31,8 +31,11 @@ from npulaunch.config.cluster import (
     validate_job_id,
 )
 from npulaunch.config.sections import (
+    check_rank_text,
     check_super_pods,
+    parse_cpu_binding,
     parse_env,
+    parse_make_dirs,
     parse_monitor,
     parse_session_options,
     parse_slurm,
@@ -72,6 +75,8 @@ JOB_KEYS = (
     "console",
     "forward_signals",
     "max_restarts",
+    "make_dirs",
+    "cpu_binding",
 )
 MAX_RESTARTS = 100
 HOST_KEYS = ("host", "devices", "device_ips", "super_pod_id", "super_device_ids", "user", "port", "identity_file")
@@ -249,7 +254,12 @@ def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Option
             lambda found, allowed, hint: check.add(path + ("id",), found, allowed, hint),
         )
     command = _parse_command(check, job.get("command"), path + ("command",))
-    workdir = _parse_dir(check, job.get("workdir", "."), path + ("workdir",), base_dir)
+    given = job.get("workdir", ".")
+    workdir = _parse_dir(check, given, path + ("workdir",), base_dir)
+    if workdir is not None:
+        check_rank_text(check, workdir, path + ("workdir",))
+        if given.startswith("{job_dir}"):  # absolute once the plan expands it for each rank
+            workdir = os.path.normpath(given)
     log_dir = _parse_dir(check, job.get("log_dir", DEFAULT_LOG_DIR), path + ("log_dir",), base_dir)
     grace = DEFAULT_GRACE_PERIOD_S
     if "grace_period_s" in job:
@@ -262,6 +272,8 @@ def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Option
     if "forward_signals" in job:
         signals = _parse_signals(check, job["forward_signals"], path + ("forward_signals",))
     restarts = check.integer(job.get("max_restarts", 0), path + ("max_restarts",), 0, MAX_RESTARTS) or 0
+    make_dirs = parse_make_dirs(check, job.get("make_dirs"), path + ("make_dirs",))
+    binding = parse_cpu_binding(check, job.get("cpu_binding", "none"), path + ("cpu_binding",))
     if command is None or workdir is None or log_dir is None:
         return None
     return JobConfig(
@@ -274,6 +286,8 @@ def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Option
         console=console,
         forward_signals=signals,
         max_restarts=restarts,
+        make_dirs=make_dirs,
+        cpu_binding=binding,
     )
 
 
@@ -286,11 +300,16 @@ def _parse_command(check: Checker, value: Any, path: YamlPath) -> Optional[Tuple
             check.add(path, describe(value), allowed, f"shlex could not split it: {exc}")
             return None
         if argv:
+            for arg in argv:
+                check_rank_text(check, arg, path)
             return tuple(argv)
     elif isinstance(value, list) and value:
         bad = [i for i, item in enumerate(value) if not isinstance(item, str)]
         for i in bad:
             check.add(path + (i,), describe(value[i]), "a string", f'quote it: "{value[i]}"')
+        for i, item in enumerate(value):
+            if i not in bad:
+                check_rank_text(check, item, path + (i,))
         return None if bad else tuple(value)
     check.add(path, describe(value), allowed)
     return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from npulaunch.config.cluster import (
     ALL_DEVICES,
@@ -18,6 +18,9 @@ from npulaunch.config.cluster import (
     RankTableMode,
 )
 from npulaunch.host.errors import ConfigError, ConfigProblem
+
+if TYPE_CHECKING:
+    from npulaunch.host.topology import Binding
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class Overrides:
     rank_table: Optional[RankTableMode] = None
     hang_timeout_s: Optional[float] = None
     max_restarts: Optional[int] = None
+    cpu_binding: Optional[str] = None  # --cpu-binding: none | blocks | auto | '{"0": "0-23", ...}'
 
 
 def config_from_cli(overrides: Overrides, cwd: str) -> ClusterConfig:
@@ -79,6 +83,10 @@ def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
         if value is not None:
             job_changes[key] = os.path.abspath(value) if attr == "log_dir" else value
             sources[f"job.{key}"] = "cli"
+    if flags.command is not None:
+        _check_command(flags.command)
+    if flags.cpu_binding is not None:
+        job_changes["cpu_binding"], sources["job.cpu_binding"] = _binding(flags.cpu_binding), "cli"
     if job_changes:
         job = replace(job, **job_changes)
     devices: Optional[Tuple[int, ...]] = flags.devices
@@ -105,3 +113,47 @@ def _with_devices(host: HostConfig, devices: Tuple[int, ...]) -> HostConfig:
         if all(d in by_device for d in devices):
             ips = tuple(by_device[d] for d in devices)
     return replace(host, devices=devices, device_ips=ips)
+
+
+def _check_command(command: Tuple[str, ...]) -> None:
+    """A command given after '--' may use the per-rank placeholders, and only those."""
+    from npulaunch.config.values import placeholder_problem
+
+    problems = [placeholder_problem(arg) for arg in command]
+    found = [ConfigProblem("command line", None, "command", p.found, p.allowed, p.hint) for p in problems if p]
+    if found:
+        raise ConfigError(found)
+
+
+def _binding(text: str) -> "Binding":
+    """``--cpu-binding``: a mode, or a mapping as JSON (``{"0": "0-23"}``) or ``0=0-23;1=24-47``."""
+    import json
+
+    from npulaunch.config.sections import binding_from_value
+    from npulaunch.config.values import ValueProblem
+
+    value: Any = text.strip()
+    try:
+        if value.startswith("{"):
+            value = json.loads(value)
+        elif "=" in value:
+            value = dict(item.split("=", 1) for item in value.split(";") if item.strip())
+            value = {key.strip(): cpus.strip() for key, cpus in value.items()}
+        return binding_from_value(value)
+    except (ValueError, ValueProblem) as exc:
+        found, allowed, hint = repr(text), "", ""
+        if isinstance(exc, ValueProblem):
+            where = f"device {exc.key[0]}: {exc.found}" if exc.key else ""
+            allowed, hint = exc.allowed, "; ".join(part for part in (where, exc.hint) if part)
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    "command line",
+                    None,
+                    "--cpu-binding",
+                    found,
+                    allowed or "none, blocks, auto, or device=CPUs pairs: 0=0-23;1=24-47 (or that mapping as JSON)",
+                    hint,
+                )
+            ]
+        ) from None

@@ -10,8 +10,9 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from npulaunch.config.checker import Checker, describe, did_you_mean
-from npulaunch.config.cluster import ALL_DEVICES, Devices, HostConfig
+from npulaunch.config.cluster import ALL_DEVICES, MAX_DEVICE_ID, Devices, HostConfig
 from npulaunch.host.errors import YamlPath
+from npulaunch.host.topology import MODES, Binding, parse_cpulist
 
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by npulaunch for every rank; the YAML's env may not set them (it would break the job).
@@ -23,6 +24,8 @@ RANK_VARIABLES = (
     "JOB_ID",
     "RANK_TABLE_FILE",
     "ASCEND_PROCESS_LOG_PATH",
+    "DEVICE_INDEX",
+    "RANK_INDEX",
 )
 NPULAUNCH_PREFIX = "NPULAUNCH_"
 # Read by the plan, not passed through unchecked: it decides every rank's ASCEND_DEVICE_ID, and a bad
@@ -82,6 +85,7 @@ def parse_env(check: Checker, value: Any) -> Dict[str, Optional[str]]:
             env[name] = str(check.source_text(item, path))  # FOO: 010 means "010", not "8"
         elif item is None or isinstance(item, str):
             env[name] = item
+            check_rank_text(check, item or "", path)
         else:
             check.add(path, describe(item), "a string, a number, or null (removes an inherited variable)")
         if env.get(name) is not None and spec is not None and not spec.set_by_launcher:
@@ -297,3 +301,76 @@ def check_super_pods(check: Checker, hosts: Tuple[HostConfig, ...], product: Opt
                 "HCCL does not accept the servers of two super pods interleaved (rank_table_config_a3.md)",
             )
         seen.append(host.super_pod_id or "")
+
+
+# -- per-rank text and job.cpu_binding ------------------------------------------------------------
+
+
+def check_rank_text(check: Checker, text: str, path: YamlPath) -> None:
+    """Placeholders in a command argument, job.workdir, an env value or a make_dirs entry must be known."""
+    from npulaunch.config.values import placeholder_problem
+
+    problem = placeholder_problem(text)
+    if problem is not None:
+        check.add(path, problem.found, problem.allowed, problem.hint)
+
+
+def parse_make_dirs(check: Checker, value: Any, path: YamlPath) -> Tuple[str, ...]:
+    """``job.make_dirs``: per-rank directories (with placeholders) made before each rank starts."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+        check.add(path, describe(value), 'a list of directory paths, e.g. ["output/{device_id}/ckpt"]')
+        return ()
+    for index, item in enumerate(value):
+        check_rank_text(check, item, path + (index,))
+    return tuple(value)
+
+
+BINDING_ALLOWED = 'none, blocks, auto, or a mapping of device ids to CPU lists ({"0": "0-23", "1": "24-47"})'
+
+
+def binding_from_value(value: Any) -> Binding:
+    """``job.cpu_binding`` (or ``--cpu-binding``) as a Binding; ValueProblem (``key``: the device
+    whose CPU list is wrong) when it is none of the forms."""
+    from npulaunch.config.values import ValueProblem
+
+    if value is False or value is None:  # YAML reads "off" / "no" as false
+        return Binding("none")
+    if isinstance(value, str) and value in MODES:
+        return Binding(value)
+    if not isinstance(value, dict) or not value:
+        hint = did_you_mean(value, MODES) if isinstance(value, str) else ""
+        raise ValueProblem(describe(value), BINDING_ALLOWED, hint)
+    mapping: Dict[int, Tuple[int, ...]] = {}
+    for key, cpus in value.items():
+        if not str(key).isdigit() or int(key) > MAX_DEVICE_ID:
+            raise ValueProblem(
+                f"device {key!r}", f'device ids 0-{MAX_DEVICE_ID} as keys (quoted: "0": "0-23")', key=(key,)
+            )
+        parsed: Tuple[int, ...] = ()
+        try:
+            if isinstance(cpus, int) and not isinstance(cpus, bool) and cpus >= 0:
+                parsed = (cpus,)
+            elif isinstance(cpus, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in cpus):
+                parsed = parse_cpulist(",".join(str(c) for c in cpus))
+            elif isinstance(cpus, str):
+                parsed = parse_cpulist(cpus)
+            else:
+                raise ValueError(describe(cpus))
+        except ValueError:
+            parsed = ()
+        if not parsed:
+            raise ValueProblem(describe(cpus), 'a CPU list: "0-23", "0-11,48-59" or [0, 1, 2]', key=(key,))
+        mapping[int(key)] = parsed
+    return Binding("mapping", mapping)
+
+
+def parse_cpu_binding(check: Checker, value: Any, path: YamlPath) -> Binding:
+    from npulaunch.config.values import ValueProblem
+
+    try:
+        return binding_from_value(value)
+    except ValueProblem as problem:
+        check.add(path + problem.key, problem.found, problem.allowed, problem.hint)
+        return Binding("none")

@@ -41,6 +41,11 @@ class RankSpec:
     # Directories the rank's session options make CANN write to (dump_path, work_path, compile caches,
     # profiling output, ...), absolute: some must exist before the session starts, so they are made first.
     make_dirs: Tuple[Tuple[str, str], ...] = ()  # (option, directory)
+    # job.cpu_binding: the CPUs the rank runs on (None: not bound), applied by the agent as it starts
+    # the rank; or, when the plan had no facts of the rank's host, the binding the agent decides there
+    # (host/topology.py: Binding.to_dict)
+    cpus: Optional[Tuple[int, ...]] = None
+    cpu_request: Optional[Dict[str, Any]] = None
 
     @property
     def label(self) -> str:
@@ -52,6 +57,7 @@ class RankSpec:
         data["argv"] = list(self.argv)
         data["env_unset"] = list(self.env_unset)
         data["make_dirs"] = [list(pair) for pair in self.make_dirs]
+        data["cpus"] = None if self.cpus is None else list(self.cpus)
         return data
 
     @classmethod
@@ -60,6 +66,8 @@ class RankSpec:
         values["argv"] = tuple(values["argv"])
         values["env_unset"] = tuple(values["env_unset"])
         values["make_dirs"] = tuple((str(a), str(b)) for a, b in values.get("make_dirs", ()))
+        if values.get("cpus") is not None:
+            values["cpus"] = tuple(int(cpu) for cpu in values["cpus"])
         return cls(**values)
 
 

@@ -7,8 +7,9 @@ in as data-returning callables; nothing here spawns ranks or writes files.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import (
     ClusterConfig,
@@ -18,10 +19,11 @@ from npulaunch.config.cluster import (
 )
 from npulaunch.host.errors import ConfigError, ConfigProblem
 from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, RankSpec
+from npulaunch.host.topology import BindingError, HostCpus, plan_cpus, read_host_cpus
 from npulaunch.plan.hosts import check_device_groups, decide_rank_table, map_devices, resolve_devices, resolve_ips
-from npulaunch.plan.launchplan import Discovery, LaunchPlan
+from npulaunch.plan.launchplan import Discovery, HostDevices, LaunchPlan
 from npulaunch.plan.layout import JobLayout
-from npulaunch.plan.rankenv import RankContext, build_rank_env
+from npulaunch.plan.rankenv import RankContext, build_rank_env, shard_formula_note
 from npulaunch.plan.rankfree import CM_VARIABLES, ClusterInfo, cm_env_problems, decide_cluster_info
 
 PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"
@@ -36,9 +38,12 @@ def build_plan(
     job_id_source: str = "default",
     attempt: int = 0,
     node: Optional[int] = None,
+    host_cpus: Optional[Callable[[bool], HostCpus]] = None,
 ) -> LaunchPlan:
     """Expand the config into ranks. Raises ConfigError/PlanError; never starts anything.
-    ``node``: under a scheduler, the index of the node this plan is run on."""
+    ``node``: under a scheduler, the index of the node this plan is run on. ``host_cpus``: this
+    host's CPU facts (host/topology.py; the argument says whether the NPUs' places are needed),
+    read from the machine by default."""
     problems: List[ConfigProblem] = []
     validate_job_id(
         job_id, lambda found, allowed, hint: problems.append(config.problem(("job", "id"), found, allowed, hint))
@@ -82,14 +87,28 @@ def build_plan(
             raise ConfigError(errors)
     warnings = device_warnings + list(warnings)
     tf_configs = _cpu_fallback(config, devices_by_host, discovery, notes, warnings) if config.cpu_fallback else []
-    job = _Job(config, job_id, job_uuid, layout, table_path, world_size, cluster)
+    cpus_by_host = _bind_cpus(config, host_devices, discovery, host_cpus or read_host_cpus, notes)
+    texts = [*config.job.command, config.job.workdir, *config.job.make_dirs, *(v for v in config.env.values() if v)]
+    templated = any("{" in text for text in texts)
+    job = _Job(config, job_id, job_uuid, layout, table_path, world_size, cluster, templated)
     ranks: List[RankSpec] = []
     for node_rank, (host, mapped) in enumerate(zip(config.hosts, host_devices)):
+        host_cpus_of = cpus_by_host[node_rank]
         for local_rank, device_id in enumerate(mapped.physical):
             slot = _Slot(
-                len(ranks), host.host, node_rank, local_rank, device_id, mapped.user, host.host in discovery.local_names
+                len(ranks),
+                host.host,
+                node_rank,
+                local_rank,
+                device_id,
+                mapped.user,
+                host.host in discovery.local_names,
+                None if host_cpus_of is None else host_cpus_of[local_rank],
             )
             ranks.append(_rank_spec(job, slot, tf_configs[slot.rank] if tf_configs else {}))
+    shard_note = shard_formula_note([(r.rank, r.node_rank, r.device_id) for r in ranks], world_size)
+    if shard_note:
+        notes.append(shard_note)
     if config.session_options or config.data_preprocess:  # the rules again, on what each rank will get
         from npulaunch.plan.rankoptions import check_rank_options
 
@@ -174,6 +193,12 @@ def _cluster_info(
         f"device), CM_WORKER_SIZE={cluster.worker_size} and each host's CM_WORKER_IP; RANK_ID, RANK_SIZE and "
         "RANK_TABLE_FILE are not set, and HCCL numbers the ranks itself (by host address, then device): a script "
         "reads its rank from HCCL (get_rank_id), not from the environment"
+    )
+    notes.append(
+        "rank_table: cm: a script that reads RANK_SIZE or RANK_ID must read something else: the world size is "
+        f"CM_WORKER_SIZE (also RANK_SIZES={cluster.worker_size}, the name ModelZoo's rank-table-free scripts "
+        "switch their models to), the data shard DEVICE_INDEX (also RANK_IDS): npulaunch's rank 0..N-1, which "
+        "need not be HCCL's rank id"
     )
     return cluster
 
@@ -264,6 +289,7 @@ class _Job:
     table_path: Optional[str]
     world_size: int
     cluster: Optional[ClusterInfo] = None  # rank_table: cm
+    templated: bool = False  # an argument, the workdir, an env value or make_dirs may hold a placeholder
 
 
 @dataclass(frozen=True)
@@ -277,26 +303,47 @@ class _Slot:
     device_id: int  # physical
     host_devices: Tuple[int, ...]  # the host's devices as its ranks open them (ASCEND_DEVICE_ID)
     local: bool = True  # on the launcher's own host
+    cpus: Optional[Tuple[int, ...]] = ()  # job.cpu_binding (): not bound; None: decided on the host
+
+
+def _expanded(
+    job: _Job, values: Mapping[str, Any]
+) -> Tuple[Tuple[str, ...], str, Mapping[str, Optional[str]], Tuple[str, ...]]:
+    """argv, working directory, env and make_dirs of one rank, placeholders expanded (checked when
+    the config was read: config/values.py)."""
+    config = job.config
+    command, workdir, env = config.job.command, config.job.workdir, config.env
+    if not job.templated:
+        return command, workdir, env, config.job.make_dirs
+    from npulaunch.config.values import expand_placeholders as expand
+
+    cwd = os.path.normpath(expand(workdir, values))
+    made = tuple(
+        os.path.normpath(os.path.join(cwd, os.path.expanduser(expand(d, values)))) for d in config.job.make_dirs
+    )
+    env = {name: None if value is None else expand(value, values) for name, value in env.items()}
+    return tuple(expand(arg, values) for arg in command), cwd, env, made
 
 
 def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
     config = job.config
     # a remote host keeps its own copy under hosts/<host>/; the launcher gathers rank-N/ (log_paths)
     paths = job.layout.rank_paths(slot.rank, None if slot.local else slot.host)
+    values = {
+        "rank": slot.rank,
+        "local_rank": slot.local_rank,
+        "device_id": slot.device_id,
+        "node_rank": slot.node_rank,
+        "host": slot.host,
+        "job_id": job.job_id,
+        "job_dir": job.layout.job_dir,
+    }
+    argv, cwd, yaml_env, made = _expanded(job, values)
     options: Dict[str, Any] = {}
     if config.session_options:
         from npulaunch.plan.rankoptions import options_for_rank
 
-        options = options_for_rank(
-            config.session_options,
-            {
-                "job_id": job.job_id,
-                "rank": slot.rank,
-                "local_rank": slot.local_rank,
-                "device_id": slot.device_id,
-                "host": slot.host,
-            },
-        )
+        options = options_for_rank(config.session_options, values)
     if config.data_preprocess:  # one main process per host feeds the host's devices (seeds: Data Augmentation)
         # in the numbering of ASCEND_DEVICE_ID: the TF Adapter's host queue dataset keeps this list beside
         # its own device id from GetDeviceID (tf_adapter/kernels/aicpu/host_queue_dataset_op.cc @ 82957b92)
@@ -320,7 +367,7 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
         session_options=options,
         cluster_env=None if job.cluster is None else job.cluster.rank_env(slot.node_rank),
     )
-    env, unset, env_sources = build_rank_env(ctx, config.env)
+    env, unset, env_sources = build_rank_env(ctx, yaml_env)
     env[PRECEDENCE_VAR], env_sources[PRECEDENCE_VAR] = config.session_precedence.value, "launcher"
     env[ATTEMPT_VAR], env_sources[ATTEMPT_VAR] = str(max(job.layout.attempt, 1)), "launcher"
     for name, value in extra_env.items():
@@ -334,8 +381,8 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
         host=slot.host,
         node_rank=slot.node_rank,
         device_id=slot.device_id,
-        argv=config.job.command,
-        cwd=config.job.workdir,
+        argv=argv,
+        cwd=cwd,
         env=env,
         env_unset=unset,
         env_sources=env_sources,
@@ -345,5 +392,44 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
         stderr_path=paths.stderr,
         plog_dir=paths.plog_dir,
         env_prepend=prepend,
-        make_dirs=_written_dirs(options, config.job.workdir),
+        make_dirs=_written_dirs(options, cwd) + tuple(("job.make_dirs", path) for path in made),
+        cpus=slot.cpus or None,
+        cpu_request=config.job.cpu_binding.to_dict() if slot.cpus is None else None,
     )
+
+
+def _bind_cpus(
+    config: ClusterConfig,
+    host_devices: Sequence[HostDevices],
+    discovery: Discovery,
+    read_local: Callable[[bool], HostCpus],
+    notes: List[str],
+) -> List[Optional[List[Tuple[int, ...]]]]:
+    """job.cpu_binding: each host's ranks' CPUs (() unbound), or None for a host whose CPUs are not known
+    here (a remote host not probed): its agent decides with the same rules when the job starts."""
+    binding = config.job.cpu_binding
+    local: List[HostCpus] = []
+    result: List[Optional[List[Tuple[int, ...]]]] = []
+    problems: List[ConfigProblem] = []
+    for host, mapped in zip(config.hosts, host_devices):
+        facts: Optional[HostCpus] = None
+        if host.host in discovery.local_names:
+            local = local or [read_local(binding.mode == "auto")]
+            facts = local[0]
+        elif (discovery.remote or {}).get(host.host, {}).get("cpu_topology"):
+            facts = HostCpus.from_dict((discovery.remote or {})[host.host]["cpu_topology"])
+        try:
+            cpus, said = plan_cpus(binding, host.host, mapped.physical, facts)
+        except BindingError as exc:
+            where = ("command line", None, "--cpu-binding") if config.sources.get("job.cpu_binding") == "cli" else None
+            problems.append(
+                ConfigProblem(*where, exc.found, exc.allowed, exc.hint)
+                if where
+                else config.problem(("job", "cpu_binding"), exc.found, exc.allowed, exc.hint)
+            )
+            continue
+        notes.extend(said)
+        result.append(cpus)
+    if problems:
+        raise ConfigError(problems)
+    return result

@@ -43,8 +43,23 @@ def rank_to_dict(
         "stdout": spec.stdout_path,
         "stderr": spec.stderr_path,
         "plog_dir": spec.plog_dir,
-        "make_dirs": {option: path for option, path in spec.make_dirs},
+        "make_dirs": _make_dirs(spec),
+        # job.cpu_binding: the CPUs the rank is bound to; null when not bound, or when decided on its
+        # host as the job starts ("cpu_binding" then says how)
+        "cpus": None if spec.cpus is None else list(spec.cpus),
+        "cpu_binding": spec.cpu_request,
     }
+
+
+def _make_dirs(spec: RankSpec) -> Dict[str, Any]:
+    """option -> directory; job.make_dirs (several directories) -> a list."""
+    made: Dict[str, Any] = {}
+    for option, path in spec.make_dirs:
+        if option == "job.make_dirs":
+            made.setdefault(option, []).append(path)
+        else:
+            made[option] = path
+    return made
 
 
 def plan_to_dict(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.plan.rankfree import CM_VARIABLES
 
@@ -88,6 +88,13 @@ def build_rank_env(
         "NPULAUNCH_RANK_DIR": ctx.rank_dir,
         SESSION_OPTIONS_VAR: json.dumps(dict(ctx.session_options), sort_keys=True, separators=(",", ":")),
         JOB_UUID_VAR: ctx.job_uuid,
+        # What Ascend ModelZoo's TF1 models read (Ascend/ModelZoo-TensorFlow @ a2c3332): DEVICE_INDEX is
+        # the data-shard index, int() with no default (ResNet50_ID0058 src/data_loader/resnet50/
+        # data_loader.py: d.shard(RANK_SIZE, DEVICE_INDEX)), so the global rank; RANK_INDEX is the server
+        # index (Bert_Google run_pretraining.py: shard RANK_INDEX * 8 + DEVICE_ID). The TF Adapter reads
+        # neither (hicann/tensorflow @ 82957b9).
+        "DEVICE_INDEX": str(ctx.rank),
+        "RANK_INDEX": str(ctx.node_rank),
     }
     unset.extend(IDENTITY_OVERRIDES)
     if ctx.cluster_env is not None:
@@ -96,6 +103,11 @@ def build_rank_env(
         for name in ("RANK_ID", "RANK_SIZE"):
             del launcher[name]
         launcher.update(ctx.cluster_env)
+        # What a script reads instead: the world size is CM_WORKER_SIZE; ModelZoo's rank-table-free
+        # scripts switch their models to RANK_SIZES / RANK_IDS with sed (ResNet50_ID0058 test/
+        # train_performance_bs256_hw192_16p.sh @ 22c93f5), so these are offered too. DEVICE_INDEX and
+        # RANK_IDS follow npulaunch's order (HCCL numbers CM ranks itself: get_rank_id for that).
+        launcher.update({"RANK_SIZES": str(ctx.world_size), "RANK_IDS": str(ctx.rank)})
         unset.extend(("RANK_ID", "RANK_SIZE", "RANK_TABLE_FILE"))
     else:
         if ctx.rank_table_path is not None:
@@ -108,3 +120,25 @@ def build_rank_env(
     for name, value in launcher.items():
         env[name], sources[name] = value, "launcher"
     return env, tuple(unset), sources
+
+
+BERT_SERVER_WIDTH = 8  # RANK_INDEX * 8 + DEVICE_ID: ModelZoo's BERT / NEZHA pretraining shard index
+
+
+def shard_formula_note(ranks: Sequence[Tuple[int, int, int]], world_size: int) -> Optional[str]:
+    """Where ModelZoo's ``RANK_INDEX * 8 + DEVICE_ID`` (BERT / NEZHA pretraining: the shard of
+    ``d.shard(RANK_SIZE, ...)``) does not give each rank a different shard below RANK_SIZE: hosts
+    with other than devices 0-7. ``ranks``: ``(rank, RANK_INDEX, DEVICE_ID)`` of every rank."""
+    if world_size < 2:
+        return None
+    got = [node * BERT_SERVER_WIDTH + device for _, node, device in ranks]
+    if sorted(got) == list(range(world_size)):
+        return None
+    shown = ", ".join(f"rank {rank}: {value}" for (rank, _, _), value in list(zip(ranks, got))[:8])
+    more = f", ... ({len(ranks) - 8} more)" if len(ranks) > 8 else ""
+    return (
+        f"ModelZoo's RANK_INDEX * 8 + DEVICE_ID (BERT / NEZHA pretraining's data shard) assumes devices 0-7 "
+        f"on every host; here it gives {shown}{more}, not each of 0..{world_size - 1} once: such a script "
+        "reads some shards twice or asks for shards past RANK_SIZE. DEVICE_INDEX is each rank's global rank "
+        "(0..RANK_SIZE-1): shard by it instead"
+    )

@@ -5,20 +5,27 @@ and plan.json is npulaunch.plan.planjson. Pure rendering.
 from __future__ import annotations
 
 import json
+import shlex
+from typing import Any, Dict, List, Optional, Tuple
 
 from npulaunch.host.redact import redact_argv
+from npulaunch.host.topology import format_cpulist
 from npulaunch.plan.launchplan import LaunchPlan
+
+SHOWN_RANKS = 8  # per-rank lines (arguments, directories) before "... more in plan --json"
 
 
 def render_plan_table(plan: LaunchPlan) -> str:
     """A header, one row per rank (its device as the rank table names it, as the runtime numbers
     it, and as the rank opens it), then the notes."""
-    rows = [("rank", "local_rank", "host", "device_id", "logical", "ASCEND_DEVICE_ID", "log")]
+    bound = any(spec.cpus or spec.cpu_request for spec in plan.ranks)
+    rows: List[Tuple[str, ...]] = [("rank", "local_rank", "host", "device_id", "logical", "ASCEND_DEVICE_ID")]
     for spec in plan.ranks:
         physical, logical, user = plan.rank_device(spec)
-        rows.append(
-            (str(spec.rank), str(spec.local_rank), spec.host, str(physical), str(logical), str(user), spec.stdout_path)
-        )
+        rows.append((str(spec.rank), str(spec.local_rank), spec.host, str(physical), str(logical), str(user)))
+    cpus = ["cpus"] + [_cpus(spec.cpus, spec.cpu_request) for spec in plan.ranks]
+    logs = ["log"] + [spec.stdout_path for spec in plan.ranks]
+    rows = [row + ((cpu,) if bound else ()) + (log,) for row, cpu, log in zip(rows, cpus, logs)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = [
         f"job {plan.job_id} ({plan.world_size} ranks on {len(plan.hosts)} host{'s' if len(plan.hosts) > 1 else ''})",
@@ -32,6 +39,17 @@ def render_plan_table(plan: LaunchPlan) -> str:
     lines.append("")
     for row in rows:
         lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1])
+    cwds = {spec.cwd for spec in plan.ranks}
+    if len(cwds) > 1 or any(spec.argv != plan.ranks[0].argv for spec in plan.ranks):
+        lines.append(
+            "each rank's command (placeholders expanded)" + (" and working directory:" if len(cwds) > 1 else ":")
+        )
+        lines.extend(
+            f"  rank {s.rank}: {shlex.join(redact_argv(s.argv))}" + (f"  (in {s.cwd})" if len(cwds) > 1 else "")
+            for s in plan.ranks[:SHOWN_RANKS]
+        )
+        if len(plan.ranks) > SHOWN_RANKS:
+            lines.append(f"  ... {len(plan.ranks) - SHOWN_RANKS} more ranks in plan --json")
     shown = [spec for spec in plan.ranks if spec.session_options][:8]
     if shown:
         lines.append(
@@ -43,7 +61,7 @@ def render_plan_table(plan: LaunchPlan) -> str:
             lines.append(f"  ... {len(plan.ranks) - len(shown)} more ranks in plan --json")
     with_dirs = [spec for spec in plan.ranks if spec.make_dirs][:8]
     if with_dirs:
-        lines.append("directories CANN writes to, made before each rank starts:")
+        lines.append("directories made before each rank starts (job.make_dirs, and those CANN writes to):")
         lines.extend(
             f"  rank {s.rank}: " + ", ".join(f"{option} {path}" for option, path in s.make_dirs) for s in with_dirs
         )
@@ -61,3 +79,10 @@ def _rank_table(plan: LaunchPlan) -> str:
         return "none" + (f" ({plan.rank_table_reason})" if plan.rank_table_reason else "")
     version = f"version {plan.rank_table_version}" if plan.rank_table_version else "a version"
     return f"{plan.rank_table_path} ({version}: {plan.rank_table_reason})"
+
+
+def _cpus(cpus: Optional[Tuple[int, ...]], request: Optional[Dict[str, Any]]) -> str:
+    """A rank's CPUs as a CPU list, "-" when not bound, or when its host decides them at start."""
+    if request:
+        return "at start"
+    return format_cpulist(cpus) if cpus else "-"

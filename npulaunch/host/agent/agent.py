@@ -333,14 +333,31 @@ class Agent:
 
     def _start_all(self) -> None:
         self._emit(EventKind.JOB_STARTED, ranks=[r.spec.rank for r in self.ranks], pid=os.getpid())
+        cpus, refused = self._cpus_here()
         for proc in self.ranks:
             if self._stopping:  # a signal arrived while we were still starting ranks
                 break
-            self._start(proc)
+            if refused:
+                self._spawn_failed(proc, refused)
+                continue
+            self._start(proc, cpus.get(proc.spec.rank, proc.spec.cpus))
             for signum in self._inbox.take() if self._inbox else ():
                 self._on_signal(signum)
 
-    def _start(self, proc: RankProcess) -> None:
+    def _cpus_here(self) -> Tuple[Dict[int, Tuple[int, ...]], str]:
+        """The CPUs of ranks whose binding the plan left to this host (it had no facts of it), decided
+        here with the plan's rules (host/topology.py); or why none of this host's ranks can start."""
+        asked = [(p.spec.rank, p.spec.device_id, p.spec.cpu_request) for p in self.ranks if p.spec.cpu_request]
+        if not asked:
+            return {}, ""
+        from npulaunch.host.topology import BindingError, decide_on_host
+
+        try:
+            return decide_on_host(asked, self.plan.host), ""
+        except BindingError as exc:
+            return {}, f"job.cpu_binding: {exc}"
+
+    def _start(self, proc: RankProcess, cpus: Optional[Tuple[int, ...]] = None) -> None:
         spec = proc.spec
         proc.start_time = time.time()
         try:
@@ -350,11 +367,11 @@ class Agent:
             return
         proc.tails = (FileTail(spec.stdout_path), FileTail(spec.stderr_path))
         try:
-            popen = procs.spawn(spec.argv, spec.cwd, env, spec.stdout_path, spec.stderr_path)
+            popen = procs.spawn(spec.argv, spec.cwd, env, spec.stdout_path, spec.stderr_path, cpus)
         except OSError as exc:
             self._spawn_failed(proc, f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}")
             return
-        self._started(proc, popen)
+        self._started(proc, popen, cpus)
 
     def _spawn_failed(self, proc: RankProcess, error: str) -> None:
         spec = proc.spec
@@ -363,7 +380,7 @@ class Agent:
         proc.error = error
         self._emit(EventKind.RANK_SPAWN_FAILED, spec.rank, error=proc.error, argv=list(spec.argv))
 
-    def _started(self, proc: RankProcess, popen: "subprocess.Popen[bytes]") -> None:
+    def _started(self, proc: RankProcess, popen: "subprocess.Popen[bytes]", cpus: Optional[Tuple[int, ...]]) -> None:
         spec = proc.spec
         proc.popen, proc.pid, proc.state = popen, popen.pid, RankState.RUNNING
         self._by_pid[popen.pid] = proc
@@ -378,6 +395,7 @@ class Agent:
             argv=list(spec.argv),
             stdout=spec.stdout_path,
             stderr=spec.stderr_path,
+            **({"cpus": list(cpus)} if cpus else {}),
         )
 
     def _reap(self) -> None:

@@ -74,9 +74,48 @@ def _setpriv() -> Optional[str]:
 
 
 def spawn(
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+    stdout_path: str,
+    stderr_path: str,
+    cpus: Optional[Sequence[int]] = None,
+) -> "subprocess.Popen[bytes]":
+    """Start one rank in a new session, output appended to its log files, dying with us; bound to
+    ``cpus`` when given (job.cpu_binding)."""
+    if cpus:
+        with _affinity(cpus):
+            return _spawn(argv, cwd, env, stdout_path, stderr_path)
+    return _spawn(argv, cwd, env, stdout_path, stderr_path)
+
+
+class _affinity:
+    """Run the block on ``cpus``: the calling thread's CPU affinity, which a child inherits when it is
+    created (clone, fork, vfork), so the rank runs on them from its first instruction, before exec,
+    with no taskset and no preexec_fn (which would cost the fast vfork path). On Linux
+    sched_setaffinity(0) changes the calling thread only: the launcher's other threads keep theirs.
+    The thread's own set is restored afterwards. OSError when the CPUs cannot be used."""
+
+    def __init__(self, cpus: Sequence[int]) -> None:
+        self.cpus = set(cpus)
+        self.saved: Optional[Set[int]] = None
+
+    def __enter__(self) -> None:
+        self.saved = os.sched_getaffinity(0)
+        try:
+            os.sched_setaffinity(0, self.cpus)
+        except OSError as exc:
+            shown = ",".join(str(c) for c in sorted(self.cpus))
+            raise OSError(exc.errno, "cannot bind to CPUs %s: %s" % (shown, exc.strerror)) from None
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.saved is not None:
+            os.sched_setaffinity(0, self.saved)
+
+
+def _spawn(
     argv: Sequence[str], cwd: str, env: Mapping[str, str], stdout_path: str, stderr_path: str
 ) -> "subprocess.Popen[bytes]":
-    """Start one rank in a new session, output appended to its log files, dying with us."""
     setpriv = _setpriv()
     preexec = None
     if setpriv is not None:
