@@ -43,9 +43,14 @@ def available() -> str:
     """Why these hosts cannot be made here ('' when they can)."""
     if os.geteuid() != 0:
         return "root"
-    for tool in ("ip", "unshare", "nsenter", "ssh-keygen"):
+    for tool, package in (
+        ("ip", "iproute2"),
+        ("unshare", "util-linux"),
+        ("nsenter", "util-linux"),
+        ("ssh-keygen", "openssh-client"),
+    ):
         if shutil.which(tool) is None:
-            return tool
+            return f"{tool} ({package})"
     return "" if os.path.exists(SSHD) else "openssh-server (/usr/sbin/sshd)"
 
 

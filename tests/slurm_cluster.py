@@ -50,9 +50,11 @@ def available() -> str:
     """What is missing to run the cluster here ('' when nothing is)."""
     if os.geteuid() != 0:
         return "root"
+    packages = {"slurmctld": "slurmctld", "slurmd": "slurmd", "slurmstepd": "slurmd"}
+    packages.update(munged="munge", munge="munge", unmunge="munge")
     for name in DAEMON_TOOLS + CLIENT_TOOLS:
         if tool(name) is None:
-            return name
+            return f"{name} ({packages.get(name, 'slurm-client')})"
     return ""
 
 
