@@ -4,8 +4,10 @@ Facts are read on the host itself (``read_host_cpus``): the CPUs this process ma
 under Slurm the job's cpuset), each NUMA node's CPUs, and each NPU's node: its PCIe bus id from
 ``npu-smi info`` to ``/sys/bus/pci/devices/<bus>/numa_node``, or, where sysfs does not say, the
 "CPU Affinity" column of ``npu-smi info -t topo``. The decision (``assign_cpus``) is pure: the plan
-makes it with the facts of this host and of probed hosts, the agent with its own host's facts when
-the plan had none. Standard library only, Python 3.7+.
+makes it with the facts of this host and of probed hosts (their probe sends the allowed CPUs and the
+nodes, which is enough for blocks and a mapping), the agent on its own host when the plan had no facts
+of it or, for auto, not the NPUs' places (npu-smi runs there only then). Standard library only,
+Python 3.7+.
 
 Sources (details in the project's facts notes):
 - ``npu-smi info -t topo`` "queries the CPU/NPU affinity and the topology between NPUs" (hiascend npu-smi
@@ -106,6 +108,7 @@ class HostCpus:
     node_of: Dict[int, int] = field(default_factory=dict)
     how: str = ""  # where ``near`` came from
     problems: Tuple[str, ...] = ()  # why some devices' CPUs are not known
+    places_read: bool = True  # False: the NPUs' places were not asked (read_host_cpus(npus=False))
 
     @property
     def numa_nodes(self) -> int:
@@ -120,6 +123,7 @@ class HostCpus:
             "node_of": {str(d): n for d, n in sorted(self.node_of.items())},
             "how": self.how,
             "problems": list(self.problems),
+            "places_read": self.places_read,
         }
 
     @classmethod
@@ -131,6 +135,7 @@ class HostCpus:
             node_of={int(d): int(n) for d, n in data.get("node_of", {}).items()},
             how=str(data.get("how", "")),
             problems=tuple(data.get("problems", ())),
+            places_read=bool(data.get("places_read", True)),
         )
 
 
@@ -195,7 +200,7 @@ def read_host_cpus(
     mine = tuple(sorted(os.sched_getaffinity(0) if allowed is None else allowed))
     nodes = read_nodes(root)
     if not npus:
-        return HostCpus(mine, nodes)
+        return HostCpus(mine, nodes, places_read=False)
     if runner is None:
         if shutil.which("npu-smi", path=environ.get("PATH")) is None:
             return HostCpus(mine, nodes, problems=("npu-smi is not on PATH: the NPUs' places are unknown",))
@@ -369,7 +374,7 @@ def plan_cpus(
                 "--cpu-binding auto) binds each to CPUs of its NPU's node" % (host, facts.numa_nodes)
             )
         return [() for _ in devices], notes
-    if facts is None:
+    if facts is None or (binding.mode == "auto" and not facts.places_read):  # auto: read on the host
         return None, [
             "cpu_binding %s: %s's CPUs are chosen on the host when the job starts" % (binding.describe(), host)
         ]

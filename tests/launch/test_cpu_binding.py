@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List
 
+import pytest
 from helpers import RANKS, TESTS, host_plan, require, run_cli
 
 from npulaunch.host.agent.agent import Agent
@@ -181,20 +182,30 @@ def test_the_agent_refuses_every_rank_of_its_host_when_the_binding_cannot_be_app
     assert len(errors) == 1 and errors.pop().startswith(f"job.cpu_binding: {len(HERE) + 1} ranks on localhost")
 
 
-def test_the_plan_binds_a_remote_host_whose_probe_sent_its_cpus() -> None:
+def test_the_plan_binds_a_remote_host_from_what_its_probe_sent() -> None:
+    """The probe sends the host's allowed CPUs and NUMA nodes (read_host_cpus(npus=False): no npu-smi):
+    enough for the plan to decide, or refuse, blocks and a mapping; auto needs the NPUs' places, which
+    that host's agent reads when the job starts."""
     from npulaunch.config.load import parse_config
     from npulaunch.config.yamlsource import parse_yaml
-    from npulaunch.host.topology import HostCpus
+    from npulaunch.host.errors import ConfigError
+    from npulaunch.host.topology import read_host_cpus
     from npulaunch.plan.build import build_plan
     from npulaunch.plan.launchplan import Discovery
 
-    text = (
-        "job: {command: [python3, t.py], cpu_binding: auto}\nhosts: [{host: h2, devices: [0, 4]}]\nrank_table: none\n"
-    )
-    facts = HostCpus(allowed=tuple(range(192)), nodes={6: tuple(range(144, 168)), 0: tuple(range(24))})
-    facts = HostCpus(facts.allowed, facts.nodes, {0: facts.nodes[6], 4: facts.nodes[0]}, {0: 6, 4: 0}, "sysfs")
-    remote = {"h2": {"npus": None, "device_ips": None, "visible": {}, "cpu_topology": facts.to_dict()}}
+    probed = read_host_cpus(npus=False, root=str(SERVER), allowed=range(192), environ={}).to_dict()
+    remote = {"h2": {"npus": None, "device_ips": None, "visible": {}, "cpu_topology": probed}}
     discovery = Discovery(devices=lambda: [], device_ips=lambda ids: None, remote=remote)
-    plan = build_plan(parse_config(parse_yaml(text, "r.yaml"), "/srv"), "r", "u", discovery)
-    assert [spec.cpus for spec in plan.ranks] == [tuple(range(144, 168)), tuple(range(24))]
-    assert all(spec.cpu_request is None for spec in plan.ranks)
+
+    def plan(binding: str, devices: str = "[0, 4]"):
+        text = f"job: {{command: [python3, t.py], cpu_binding: {binding}}}\nhosts: [{{host: h2, devices: {devices}}}]\n"
+        return build_plan(parse_config(parse_yaml(text + "rank_table: none\n", "r.yaml"), "/srv"), "r", "u", discovery)
+
+    assert [spec.cpus for spec in plan("blocks").ranks] == [tuple(range(96)), tuple(range(96, 192))]
+    auto = plan("auto")
+    assert [spec.cpus for spec in auto.ranks] == [None, None]
+    assert [spec.cpu_request for spec in auto.ranks] == [{"mode": "auto", "mapping": {}}] * 2
+    assert "cpu_binding auto: h2's CPUs are chosen on the host when the job starts" in auto.notes
+    with pytest.raises(ConfigError, match="r.yaml:1: job.cpu_binding: found CPUs 200 of device 0, not allowed on h2"):
+        plan('{"0": "200"}', "[0]")
+    assert any("h2 has 8 NUMA nodes" in note for note in plan("none").notes)

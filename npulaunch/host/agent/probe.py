@@ -25,6 +25,7 @@ from npulaunch.host.discovery import (
     parse_npu_smi_info,
     physical_ids,
 )
+from npulaunch.host.topology import read_host_cpus
 
 
 def _tool(argv: List[str]) -> str:
@@ -62,6 +63,8 @@ def probe(ask: Dict[str, Any]) -> Dict[str, Any]:
             found["npus"] = [[device, c.health] for device, c in zip(ids, chips)]
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
             found["errors"].append(f"npu-smi info: {exc}")
+    # job.cpu_binding: the CPUs the agent may use and the NUMA nodes (host/topology.py; file reads only)
+    found["cpu_topology"] = read_host_cpus(npus=False).to_dict()
     if ask.get("need_ips"):
         devices = ask.get("devices")
         if devices is None and found["npus"] is not None:
