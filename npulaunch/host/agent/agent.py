@@ -35,9 +35,8 @@ from npulaunch.host.trace import debug
 POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
 # What one loop turn reads of each log: small enough that a flood never keeps the loop from reaping
 # exits and acting on signals for long (8 ranks x 2 streams x 256 KB: a turn of about 15 ms); the loop
-# does not sleep while any log has more. A rank that exited gets its last lines read first (EXIT_READ).
+# does not sleep while any log has more.
 TURN_READ_BYTES = 256 << 10
-EXIT_READ_BYTES = 8 << 20
 FAST_DRAIN_BYTES = 8 << 20  # a stopped rank's unread output beyond this is drained without the console
 
 
@@ -405,9 +404,10 @@ class Agent:
                 if self._guard is not None and pid == self._guard.pid:
                     self._guard.reaped(status)
                 continue  # an orphaned descendant re-parented to us
-            # its last lines come before its exit on the console; once the job is being stopped, a
-            # stopped rank's backlog waits for the drain at the end (exits are reaped without delay)
-            self._pump_rank(proc, TURN_READ_BYTES if self._stopping else EXIT_READ_BYTES)
+            # its last lines come before its exit on the console (all of them when they fit one turn's
+            # read); a bigger backlog is read in the next turns, after the exit is reported, so that a
+            # failure is acted on at once (the root cause still counts a late-read line from the exit)
+            self._pump_rank(proc, TURN_READ_BYTES)
             self.monitor.exited(proc.spec.rank)
             if self._guard is not None and procs.group_is_empty(pid):
                 self._guard.forget(pid)  # its group is empty: the number may be reused by others
