@@ -142,11 +142,28 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         help="validate the configuration and every host; start nothing",
         description="Validate and plan the job, and check this host (or every host "
-        "over SSH: the same preflight as run); exit 0 or 2.",
+        "over SSH: the same preflight as run), its NPUs included: chip health, busy devices, "
+        "NIC link, health, address, gateway and TLS, versions, HCCL's host side, and NPU-to-NPU "
+        "pings between hosts; exit 0, or 2 when something would make the job fail.",
     )
     _add_job_flags(check)
     check.add_argument(
         "--offline", action="store_true", help="do not connect to remote hosts: check the config and the plan only"
+    )
+    check.add_argument("--json", action="store_true", help="what was checked and every finding as JSON")
+    check.add_argument(
+        "--network",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="NPU-to-NPU pings from every NPU to its peer on the next host (default: on for a job on "
+        "several hosts; --no-network skips them)",
+    )
+    check.add_argument(
+        "--tool-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds each npu-smi / hccn_tool call may take before it counts as not answering (default 10)",
     )
     for name, what in (
         ("status", "print each rank's state, last line and silence, running or finished"),
@@ -276,15 +293,44 @@ def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from npulaunch.launch.job import check_job
+    from npulaunch.plan.findings import CheckFailed, Severity
+    from npulaunch.plan.healthcheck import HealthSettings
+    from npulaunch.plan.prepare import is_remote
+    from npulaunch.views.checkview import inventory, preflight_findings, render_json, render_text
 
     loaded = _load(args, command)
-    checked = check_job(loaded, offline=args.offline)
-    for note in checked.plan.notes:
+    job: Dict[str, object] = {"id": loaded.job_id, "hosts": [h.host for h in loaded.config.hosts]}
+    try:
+        if not 0 < args.tool_timeout < float("inf"):
+            raise UsageError(f"--tool-timeout {args.tool_timeout}: a number of seconds above 0")
+        settings = HealthSettings(ping=args.network, tool_timeout_s=args.tool_timeout, ping_timeout_s=args.tool_timeout)
+        checked = check_job(loaded, offline=args.offline, settings=settings)
+    except CheckFailed as failed:
+        findings = preflight_findings(failed.problems, []) + list(failed.findings)
+        counts = inventory(loaded.config, None, failed.checked, True, is_remote(loaded))
+        fatal = sum(1 for f in findings if f.severity is Severity.FATAL)
+        if args.json:
+            sys.stdout.write(render_json(counts, findings, failed.exit_code, [], job))
+            return failed.exit_code
+        verdict = f"the job would not start ({fatal} fatal); nothing was started"
+        sys.stdout.write(render_text(counts, findings, verdict))
+        sys.stderr.write(f"npulaunch: error: {failed.args[0].splitlines()[0][:-1]} ({fatal} fatal, listed above)\n")
+        return failed.exit_code
+    plan = checked.plan
+    counts = inventory(loaded.config, plan, checked.checked, checked.health, checked.over_ssh)
+    if args.json:
+        findings = preflight_findings([], [w.removeprefix("warning: ") for w in checked.warnings])
+        job.update(ranks=plan.world_size, job_dir=plan.job_dir)
+        sys.stdout.write(render_json(counts, findings + list(checked.findings), 0, plan.notes, job))
+        return 0
+    for note in plan.notes:
         print(f"note: {note}")
     for warning in checked.warnings:
         print(warning)
-    hosts = f"{len(checked.plan.hosts)} host(s)" + (", each checked over SSH" if checked.over_ssh else "")
-    print(f"ok: {checked.plan.world_size} ranks on {hosts}; nothing was started")
+    hosts = f"{len(plan.hosts)} host(s)" + (", each checked over SSH" if checked.over_ssh else "")
+    sys.stdout.write(
+        render_text(counts, checked.findings, f"ok: {plan.world_size} ranks on {hosts}; nothing was started")
+    )
     return 0
 
 

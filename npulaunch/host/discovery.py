@@ -1,6 +1,6 @@
-"""Ask this host's NPU tools what they have: devices (``npu-smi info``) and NPU NIC addresses
-(``hccn_tool -i <id> -ip -g``); read the two variables that decide which devices a process sees
-(``ASCEND_VISIBLE_DEVICES``, ``ASCEND_RT_VISIBLE_DEVICES``).
+"""Ask this host's NPU tools what they have: devices, the processes holding them and the driver version
+(``npu-smi info``) and NPU NIC addresses (``hccn_tool -i <id> -ip -g``); read the two variables that
+decide which devices a process sees (``ASCEND_VISIBLE_DEVICES``, ``ASCEND_RT_VISIBLE_DEVICES``).
 
 ``parse_*`` are pure and read the tools' documented text formats; ``discover_*`` run the tools
 through an injectable runner. Used by the plan for ``devices: all``, rank-table IPs and the
@@ -57,6 +57,46 @@ def parse_npu_smi_info(text: str) -> Tuple[NpuChip, ...]:
             phy = None if chip.group(2) is None else int(chip.group(2))
             chips.append(NpuChip(len(chips), card[0], int(chip.group(1)), card[1], card[2], chip.group(3), phy))
     return tuple(chips)
+
+
+@dataclass(frozen=True)
+class NpuProcess:
+    """One row of the process table after ``npu-smi info``'s device table: a process holding a chip."""
+
+    npu_id: int
+    chip_id: int
+    pid: int
+    name: str  # empty for a process in another container (vllm-project/vllm-ascend issue 6512)
+
+
+# "| 2       0                 | 1333928       |                          | 37709                   |" (NPU, Chip,
+# pid, name, memory; npu-smi 25.2.0, vllm-project/vllm-ascend issue 6512), also with a trailing
+# "| NA |" column "Process id in container" (npu-smi 26.0.rc2, vllm-ascend issue 12980); Ascend 950's
+# table has one "NPU ID" column and no chip (hicann/driver docs/en/Ascend_950_npu-smi querying-basic-information.md)
+_PROCESS_ROW = re.compile(r"^\|\s*(\d+)(?:\s+(\d+))?\s*\|\s*(\d+)\s*\|([^|]*)\|")
+# "| npu-smi 25.2.0                   Version: 25.2.0      |": the driver version after "Version:"
+_SMI_VERSION = re.compile(r"^\|\s*npu-smi\s+\S+\s+Version:\s*(\S+)", re.MULTILINE)
+
+
+def parse_npu_smi_processes(text: str) -> Tuple[NpuProcess, ...]:
+    """The process table of ``npu-smi info`` ("No running processes found in NPU N" rows list nothing)."""
+    processes: List[NpuProcess] = []
+    in_table = False
+    for line in text.splitlines():
+        if "Process id" in line:
+            in_table = True
+            continue
+        match = _PROCESS_ROW.match(line) if in_table else None
+        if match:
+            chip = int(match.group(2)) if match.group(2) is not None else 0
+            processes.append(NpuProcess(int(match.group(1)), chip, int(match.group(3)), match.group(4).strip()))
+    return tuple(processes)
+
+
+def parse_npu_smi_version(text: str) -> Optional[str]:
+    """The driver version in the header of ``npu-smi info`` (``Version: 23.0.rc3``), if shown."""
+    match = _SMI_VERSION.search(text)
+    return match.group(1) if match else None
 
 
 def parse_hccn_ip(text: str) -> Optional[str]:

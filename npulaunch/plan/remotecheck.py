@@ -2,29 +2,39 @@
 (``agent.probe`` gathers the facts there) and how to judge its answer — python3 and its version,
 the working directory and the command's script, the NPUs npu-smi lists, the NPU addresses
 hccn_tool reports when the rank table needs them, free disk for the job directory, and the clock
-against the launcher's. Pure functions: the fleet gathers every host's answer, then reports every
-host's problems together.
+against the launcher's; with the NPU health check (plan/healthcheck.py, plan/netcheck.py) reviewed
+over every answer, and the NPU-to-NPU pings it asks for in a second round. Pure functions (the
+second round is asked through a function passed in): the fleet gathers every host's answer, then
+reports every host's problems together.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, RankTableMode
+from npulaunch.plan.findings import Finding, fatal, merged
+from npulaunch.plan.healthcheck import HealthSettings, health_ask, judge_health, yaml_ips
 from npulaunch.plan.layout import JobLayout
+from npulaunch.plan.netcheck import ping_findings, ping_pairs
 from npulaunch.plan.preflight import python_script
+
+AskRound = Callable[[Dict[str, Dict[str, Any]], float], Dict[str, Optional[Dict[str, Any]]]]
 
 MIN_PYTHON = (3, 7)
 MAX_CLOCK_SKEW_S = 2.0  # ranks' timestamps are compared when choosing the root cause
 MIN_FREE_BYTES = 1 << 30
 
 
-def probe_asks(config: ClusterConfig, job_id: str) -> Dict[str, Dict[str, Any]]:
+def probe_asks(
+    config: ClusterConfig, job_id: str, settings: Optional[HealthSettings] = None
+) -> Dict[str, Dict[str, Any]]:
     """Host -> what its agent's probe is asked. Built from the config: the plan comes after the
-    probe, since ``devices: all`` and device IPs of a remote host are only known there."""
+    probe, since ``devices: all`` and device IPs of a remote host are only known there.
+    ``settings``: the NPU health check's (None: no health check)."""
     command = config.job.command
     asks = {}
-    for host in config.hosts:
+    for index, host in enumerate(config.hosts):
         asks[host.host] = {
             "workdir": config.job.workdir,
             "script": python_script(command),
@@ -33,6 +43,7 @@ def probe_asks(config: ClusterConfig, job_id: str) -> Dict[str, Dict[str, Any]]:
             "devices": None if host.devices == ALL_DEVICES else sorted(host.devices),
             "need_ips": host.device_ips is None and config.rank_table not in (RankTableMode.NONE, RankTableMode.CM),
             "ips_required": config.rank_table is RankTableMode.REQUIRED or len(config.hosts) > 1,
+            "health": None if settings is None else health_ask(config, index, settings),
         }
     return asks
 
@@ -97,3 +108,57 @@ def remote_facts(found: Dict[str, Any]) -> Dict[str, Any]:
     """What the plan uses of a host's answer: its NPU ids and health, device addresses, and the
     visible-devices variables of its environment (what its ranks inherit)."""
     return {"npus": found.get("npus"), "device_ips": found.get("device_ips"), "visible": found.get("visible")}
+
+
+def review_health(
+    config: ClusterConfig,
+    answers: Mapping[str, Mapping[str, Any]],
+    asks: Mapping[str, Mapping[str, Any]],
+    settings: HealthSettings,
+    ask_round: Optional[AskRound] = None,
+) -> Tuple[List[Finding], Dict[str, Any]]:
+    """Every health finding over the hosts' answers, the pings included when ``settings`` wants them
+    (asked through ``ask_round``), and what was checked: tool calls per tool, pings."""
+    findings = judge_health(config, answers, asks)
+    calls: Dict[str, int] = {}
+    for facts in answers.values():
+        health = facts.get("health") or {}
+        if (health.get("tools") or {}).get("npu-smi"):
+            calls["npu-smi"] = calls.get("npu-smi", 0) + 1  # the probe's npu-smi info
+        for tool, count in (health.get("calls") or {}).items():
+            calls[tool] = calls.get(tool, 0) + count
+    npus = sum(len((facts.get("health") or {}).get("devices") or []) for facts in answers.values())
+    checked: Dict[str, Any] = {"tool_calls": calls, "npus": npus, "pings": 0, "ping": False}
+    pinging = ask_round is not None and not config.cpu_fallback and settings.pings_for(len(config.hosts))
+    if pinging and fatal(findings):  # the pings would mostly echo them, at the cost of another round
+        checked["ping_skipped"] = "the job cannot start anyway: fix the fatal findings first"
+    elif pinging and ask_round is not None:
+        pairs = ping_pairs(_addresses(config, answers))
+        checked["ping"] = True
+        if pairs:
+            wanted = {
+                host: {"ping": {"pairs": [p[:2] for p in pair], "timeout_s": settings.ping_timeout_s}}
+                for host, pair in pairs.items()
+            }
+            got = ask_round(wanted, settings.ping_timeout_s * 2 + 30.0)
+            pinged = {host: (answer or {}).get("ping") for host, answer in got.items()}
+            findings += ping_findings(pairs, pinged)
+            for answer in pinged.values():
+                for tool, count in ((answer or {}).get("calls") or {}).items():
+                    calls[tool] = calls.get(tool, 0) + count
+            checked["pings"] = sum(len(p) for p in pairs.values())
+    return merged(findings), checked
+
+
+def _addresses(config: ClusterConfig, answers: Mapping[str, Mapping[str, Any]]) -> Dict[str, List[Tuple[int, Any]]]:
+    """host -> [(device, its address: the YAML's device_ip, else what hccn_tool reported)] in device order."""
+    found: Dict[str, List[Tuple[int, Any]]] = {}
+    for host in config.hosts:
+        facts = answers.get(host.host) or {}
+        health = facts.get("health") or {}
+        given, nics, probed = yaml_ips(host), health.get("nics") or {}, facts.get("device_ips") or {}
+        found[host.host] = [
+            (int(d), given.get(int(d)) or (nics.get(str(d)) or {}).get("ip") or probed.get(str(d)))
+            for d in health.get("devices") or []
+        ]
+    return found

@@ -4,8 +4,10 @@ NPUs ``npu-smi info`` lists (by physical id), the ASCEND_VISIBLE_DEVICES / ASCEN
 the ranks would inherit there and, when the rank table needs them, the NPU NIC addresses
 ``hccn_tool -i <id> -ip -g`` reports. Runs inside the remote agent (standard library only).
 
-The probe only gathers facts; the launcher judges them (``backends.remotecheck``), so every
-host's problems can be reported together in one place.
+With a ``health`` question it also gathers the NPU health, NIC, version and HCCL host facts
+(host/agent/health.py); a second round asks only ``ping`` (NPU-to-NPU pings to other hosts' NPUs).
+The probe only gathers facts; the launcher judges them (plan/remotecheck.py, plan/healthcheck.py), so
+every host's problems can be reported together in one place.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
+from npulaunch.host.agent import health
 from npulaunch.host.discovery import (
     CONTAINER_VISIBLE_VAR,
     RT_VISIBLE_VAR,
     TOOL_TIMEOUT_S,
+    NpuChip,
     parse_hccn_ip,
     parse_npu_smi_info,
     physical_ids,
@@ -40,7 +44,10 @@ def _tool(argv: List[str]) -> str:
 
 def probe(ask: Dict[str, Any]) -> Dict[str, Any]:
     """``ask``: workdir, script (or None), program, job_dir, devices (ids, or None for all),
-    need_ips. Everything found is plain JSON."""
+    need_ips, health (optional, see health.gather); or only ``ping`` (see health.pings). Everything
+    found is plain JSON."""
+    if "ping" in ask:
+        return {"ping": health.pings(ask["ping"]), "time": time.time()}
     workdir = ask["workdir"]
     script = ask.get("script")
     found: Dict[str, Any] = {
@@ -56,20 +63,31 @@ def probe(ask: Dict[str, Any]) -> Dict[str, Any]:
         "visible": {name: os.environ.get(name) for name in (CONTAINER_VISIBLE_VAR, RT_VISIBLE_VAR)},
         "errors": [],
     }
+    chips: List[NpuChip] = []
+    ids: List[int] = []
+    smi_text: Optional[str] = None
     if shutil.which("npu-smi"):
         try:
-            chips = parse_npu_smi_info(_tool(["npu-smi", "info"]))
-            ids = physical_ids(chips, os.environ.get(CONTAINER_VISIBLE_VAR))
+            smi_text = _tool(["npu-smi", "info"])
+            chips = list(parse_npu_smi_info(smi_text))
+            ids = list(physical_ids(chips, os.environ.get(CONTAINER_VISIBLE_VAR)))
             found["npus"] = [[device, c.health] for device, c in zip(ids, chips)]
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            smi_text = None
             found["errors"].append(f"npu-smi info: {exc}")
+    devices = ask.get("devices")
+    if devices is None and found["npus"] is not None:
+        devices = [chip[0] for chip in found["npus"]]
+    if ask.get("health") is not None:
+        found["health"] = health.gather(dict(ask["health"], devices=devices or []), chips, ids, smi_text, os.environ)
     # job.cpu_binding: the CPUs the agent may use and the NUMA nodes (host/topology.py; file reads only)
     found["cpu_topology"] = read_host_cpus(npus=False).to_dict()
     if ask.get("need_ips"):
-        devices = ask.get("devices")
-        if devices is None and found["npus"] is not None:
-            devices = [chip[0] for chip in found["npus"]]
-        found["device_ips"] = _device_ips(devices or [], found["errors"])
+        nics = (found.get("health") or {}).get("nics") or {}
+        if nics:  # the health check asked already (within its time limits): not twice
+            found["device_ips"] = {str(d): (nics.get(str(d)) or {}).get("ip") for d in devices or []}
+        else:
+            found["device_ips"] = _device_ips(devices or [], found["errors"])
     return found
 
 

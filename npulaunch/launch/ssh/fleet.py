@@ -1,9 +1,12 @@
 """The job's hosts over SSH, connected and checked before anything starts.
 
 ``open_fleet`` connects to every host in parallel, ships and starts one agent per host, and has
-it answer the preflight probe; all failures are reported together and nothing starts if any host
-fails. The plan is built after that (remote ``devices: all`` and device IPs come from the probe).
-The agents then wait for their part of the plan, which ``FleetRun`` (launch/ssh/run.py) hands them.
+it answer the preflight probe (with the NPU health facts); the answers are judged together
+(plan/remotecheck.py, plan/healthcheck.py), then, for a job on several hosts, a second round has fresh
+agents ping their peers' NPUs (plan/netcheck.py). All failures are reported together and nothing
+starts if any host fails. The plan is built after that (remote ``devices: all`` and device IPs come
+from the probe). The agents then wait for their part of the plan, which ``FleetRun``
+(launch/ssh/run.py) hands them.
 """
 
 from __future__ import annotations
@@ -12,14 +15,16 @@ import os
 import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from npulaunch.config.cluster import ALL_DEVICES
 from npulaunch.host.wire import Closed, FromAgent, Probe, ProbeAnswer, ToAgent
 from npulaunch.launch.ssh.channel import AgentChannel, BackendError, SshTarget, connect
 from npulaunch.launch.ssh.ship import agent_zip
+from npulaunch.plan.findings import CheckFailed, Finding, Severity, fatal
+from npulaunch.plan.healthcheck import HealthSettings
 from npulaunch.plan.prepare import Loaded, planner
-from npulaunch.plan.remotecheck import judge, probe_asks, remote_facts
+from npulaunch.plan.remotecheck import judge, probe_asks, remote_facts, review_health
 
 PROBE_TIMEOUT_S = 60.0  # npu-smi and hccn_tool can be slow; each has its own 20 s limit
 
@@ -35,48 +40,82 @@ class Fleet:
         self.connections: Dict[str, Any] = {}
         self.waiting: Dict[str, AgentChannel] = {}  # agents that probed and wait for a plan
         self.facts: Dict[str, Dict[str, Any]] = {}  # host -> remotecheck.remote_facts
+        self.answers: Dict[str, Dict[str, Any]] = {}  # host -> everything its probe found
+        self.problems: Dict[str, List[str]] = {}  # host -> what stops the job there (judge)
         self.warnings: List[str] = []
+        self.findings: List[Finding] = []  # the health check's warnings and what it could not check
+        self.checked: Dict[str, Any] = {}  # what the health check asked: tool calls, pings
         self.agent_code = agent_zip()
 
-    def open(self, asks: Dict[str, Dict[str, Any]]) -> "Fleet":
+    def open(
+        self, asks: Dict[str, Dict[str, Any]], review: Optional[Callable[["Fleet"], List[Finding]]] = None
+    ) -> "Fleet":
+        """Connect, probe, and judge (``review``: the health check over every answer, which may ask the
+        hosts again through ``ask_round``). Raises CheckFailed with every problem and finding."""
         found = self._each(lambda host: connect(self.targets[host]), list(self.targets))
         problems = {h: [str(e)] for h, e in found.items() if isinstance(e, BackendError)}
         self.connections = {h: c for h, c in found.items() if not isinstance(c, BackendError)}
+        findings: List[Finding] = []
         if not problems:
             problems = self._probe(asks)
-        if problems:
+            self.problems = problems
+            if review is not None:
+                findings = review(self)
+        if problems or fatal(findings):
             self.close()
             listed = [p for host in self.targets for p in problems.get(host, [])]
-            raise BackendError("cannot start the job; nothing was started:\n" + "\n".join("  " + p for p in listed))
+            raise CheckFailed("cannot start the job; nothing was started", listed, findings, self.checked)
+        self.findings = [f for f in findings if f.severity is not Severity.FATAL]
         return self
 
     def _probe(self, asks: Dict[str, Dict[str, Any]]) -> Dict[str, List[str]]:
         """Start every agent with the probe; judge every answer. Host -> its problems."""
-        answers: "queue.Queue[Tuple[str, FromAgent]]" = queue.Queue()
+        messages: "queue.Queue[Tuple[str, FromAgent]]" = queue.Queue()
         sent = time.time()
-        started = self._each(lambda h: self.start_agent(h, answers, Probe(asks[h])), list(self.connections))
+        started = self._each(lambda h: self.start_agent(h, messages, Probe(asks[h])), list(self.connections))
         self.waiting.update(started)
         problems: Dict[str, List[str]] = {}
-        pending = set(started)
-        deadline = time.monotonic() + PROBE_TIMEOUT_S
-        while pending and time.monotonic() < deadline:
-            try:
-                host, message = answers.get(timeout=max(0.01, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if host not in pending or not isinstance(message, (ProbeAnswer, Closed)):
-                continue
-            pending.discard(host)
-            if isinstance(message, Closed):
+        for host, message in self._collect(messages, set(started), PROBE_TIMEOUT_S).items():
+            if message is None:
+                problems[host] = [f"{host}: no answer to the preflight within {PROBE_TIMEOUT_S:g} s"]
+            elif isinstance(message, Closed):
                 why = (message.stderr or [f"exit status {message.exit_status}"])[-1]
                 problems[host] = [f"{host}: the agent did not start ({why})"]
-                continue
-            problems[host], warnings = judge(host, asks[host], message.facts, sent, time.time())
-            self.warnings.extend(warnings)
-            self.facts[host] = dict(remote_facts(message.facts), address=self._address(host))
-        for host in pending:
-            problems[host] = [f"{host}: no answer to the preflight within {PROBE_TIMEOUT_S:g} s"]
+            elif isinstance(message, ProbeAnswer):
+                problems[host], warnings = judge(host, asks[host], message.facts, sent, time.time())
+                self.warnings.extend(warnings)
+                self.answers[host] = message.facts
+                self.facts[host] = dict(remote_facts(message.facts), address=self._address(host))
         return {host: found for host, found in problems.items() if found}
+
+    def ask_round(self, asks: Dict[str, Dict[str, Any]], timeout_s: float) -> Dict[str, Optional[Dict[str, Any]]]:
+        """One more question to some hosts (the pings), each put to a fresh agent on the open connection,
+        which answers and ends when its channel is closed; host -> its answer, None without one in time."""
+        messages: "queue.Queue[Tuple[str, FromAgent]]" = queue.Queue()
+        started = self._each(lambda h: self.start_agent(h, messages, Probe(asks[h])), list(asks))
+        try:
+            got = self._collect(messages, {h for h, c in started.items() if isinstance(c, AgentChannel)}, timeout_s)
+        finally:
+            for channel in started.values():
+                if isinstance(channel, AgentChannel):
+                    channel.close_channel()
+        return {h: m.facts if isinstance(m, ProbeAnswer) else None for h, m in got.items()}
+
+    def _collect(
+        self, messages: "queue.Queue[Tuple[str, FromAgent]]", pending: Set[str], timeout_s: float
+    ) -> Dict[str, Optional[FromAgent]]:
+        """Each host's first answer (a ProbeAnswer, or Closed when its agent ended first) within the time."""
+        got: Dict[str, Optional[FromAgent]] = {host: None for host in pending}
+        deadline = time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline:
+            try:
+                host, message = messages.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if host in pending and isinstance(message, (ProbeAnswer, Closed)):
+                pending.discard(host)
+                got[host] = message
+        return got
 
     def _address(self, host: str) -> Optional[str]:
         """The address this launcher reached ``host`` at (a rank-table-free job's CM_WORKER_IP)."""
@@ -115,9 +154,10 @@ class Fleet:
         self.connections.clear()
 
 
-def open_fleet(loaded: Loaded) -> Fleet:
+def open_fleet(loaded: Loaded, settings: Optional[HealthSettings] = None) -> Fleet:
     """Connect to every host, ship the agent and run the preflight probe there (Fabric is
-    imported only now). Raises BackendError, listing every host's problem, if any host fails.
+    imported only now), with the NPU health check of ``settings`` (None: the check's defaults).
+    Raises CheckFailed, listing every host's problem, if any host fails.
     What can be checked offline is checked first: a plan without the hosts' facts (unless a
     remote host's devices are only known from its npu-smi), so a bad config never waits on SSH."""
     config = loaded.config
@@ -142,4 +182,13 @@ def open_fleet(loaded: Loaded) -> Fleet:
             accept_unknown_hosts=bool(login.get("accept_unknown_hosts", False)),
             connect_timeout_s=float(login.get("connect_timeout_s", 10.0)),
         )
-    return Fleet(targets, parallel=int(ssh.get("parallel", 32))).open(probe_asks(config, loaded.job_id))
+    settings = settings or HealthSettings()
+    asks = probe_asks(config, loaded.job_id, settings)
+
+    def review(fleet: Fleet) -> List[Finding]:
+        ask_round = None if fleet.problems else fleet.ask_round  # a host already failed: no second round
+        findings, checked = review_health(config, fleet.answers, asks, settings, ask_round)
+        fleet.checked = checked
+        return findings
+
+    return Fleet(targets, parallel=int(ssh.get("parallel", 32))).open(asks, review)
