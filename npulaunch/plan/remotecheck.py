@@ -134,7 +134,9 @@ def review_health(
         checked["ping_skipped"] = "the job cannot start anyway: fix the fatal findings first"
     elif pinging and ask_round is not None:
         pairs = ping_pairs(_addresses(config, answers))
-        checked["ping"] = True
+        checked["ping"] = bool(pairs)
+        if not pairs:
+            checked["ping_skipped"] = "no two hosts with hccn_tool and NPU addresses"
         if pairs:
             wanted = {
                 host: {"ping": {"pairs": [p[:2] for p in pair], "timeout_s": settings.ping_timeout_s}}
@@ -146,7 +148,9 @@ def review_health(
             for answer in pinged.values():
                 for tool, count in ((answer or {}).get("calls") or {}).items():
                     calls[tool] = calls.get(tool, 0) + count
-            checked["pings"] = sum(len(p) for p in pairs.values())
+            checked["pings"] = sum(
+                1 for a in pinged.values() for r in (a or {}).get("results") or [] if r[2] is not None
+            )
     return merged(findings), checked
 
 
@@ -156,6 +160,8 @@ def _addresses(config: ClusterConfig, answers: Mapping[str, Mapping[str, Any]]) 
     for host in config.hosts:
         facts = answers.get(host.host) or {}
         health = facts.get("health") or {}
+        if not (health.get("tools") or {}).get("hccn_tool"):
+            continue  # it cannot ping (its NICs are "not checked" already); it is not pinged either
         given, nics, probed = yaml_ips(host), health.get("nics") or {}, facts.get("device_ips") or {}
         found[host.host] = [
             (int(d), given.get(int(d)) or (nics.get(str(d)) or {}).get("ip") or probed.get(str(d)))

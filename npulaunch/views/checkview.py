@@ -7,6 +7,7 @@ text out: the CLI prints it and picks the exit code.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence
 
 from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig
@@ -82,12 +83,12 @@ def render_checked(counts: Dict[str, Any]) -> str:
 
 
 def render_text(counts: Dict[str, Any], findings: Sequence[Finding], verdict: str) -> str:
-    """The report: the inventory, each finding on its line (fatal first), the verdict last."""
+    """The report: the inventory, each finding on its line (fatal first; the same finding on several
+    hosts once, naming them), the verdict last."""
     lines = [render_checked(counts)]
     for severity in ORDER:
-        for finding in findings:
-            if finding.severity is severity:
-                lines.append(f"{severity.value}: {finding.render()}")
+        for finding in across_hosts([f for f in findings if f.severity is severity]):
+            lines.append(f"{severity.value}: {finding.render()}")
     tally = _tally(findings)
     if any(tally.values()):
         words = {"fatal": "fatal", "warning": "warnings" if tally["warning"] != 1 else "warning"}
@@ -113,3 +114,13 @@ def render_json(
 
 def _tally(findings: Sequence[Finding]) -> Dict[str, int]:
     return {s.value: sum(1 for f in findings if f.severity is s) for s in ORDER}
+
+
+def across_hosts(findings: Sequence[Finding]) -> List[Finding]:
+    """Findings that differ only in their host as one naming the hosts ("h1, h2, h3: driver version: no
+    /usr/local/Ascend/driver/version.info"), in first-seen order."""
+    groups: Dict[tuple, List[Finding]] = {}
+    for finding in findings:
+        key = (finding.check, finding.seen, finding.expected, finding.hint, finding.devices)
+        groups.setdefault(key, []).append(finding)
+    return [replace(group[0], host=", ".join(f.host for f in group)) for group in groups.values()]
