@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Optional, Tuple
 
 from npulaunch.host.agent.prepare import prepare_rank
 from npulaunch.host.errors import NpulaunchError, UsageError
 from npulaunch.host.files import write_once
+from npulaunch.host.spec import RankSpec
+from npulaunch.plan.launchplan import LaunchPlan
 from npulaunch.plan.planjson import render_plan_json
 from npulaunch.plan.prepare import Loaded, planner
 from npulaunch.plan.ranktable import render_rank_table
@@ -23,6 +26,22 @@ class ExecFailed(NpulaunchError):
     """The rank's command could not be executed."""
 
     exit_code = SPAWN_FAILED_EXIT_CODE
+
+
+def _rank_cpus(plan: LaunchPlan, spec: RankSpec) -> Optional[Tuple[int, ...]]:
+    """The rank's CPUs: the plan's, or (when the plan left them to the host: auto, or no facts of it)
+    decided here as the agent would, among the node's ranks (host/topology.py)."""
+    if spec.cpus is not None or not spec.cpu_request:
+        return spec.cpus
+    from npulaunch.host.topology import BindingError, decide_on_host
+
+    asked = [
+        (s.rank, s.device_id, s.cpu_request) for s in plan.ranks if s.node_rank == spec.node_rank and s.cpu_request
+    ]
+    try:
+        return decide_on_host(asked, spec.host).get(spec.rank)
+    except BindingError as exc:
+        raise UsageError(f"job.cpu_binding: {exc}") from None
 
 
 def exec_rank(loaded: Loaded) -> int:
@@ -48,6 +67,9 @@ def exec_rank(loaded: Loaded) -> int:
     if plan.rank_table is not None and plan.rank_table_path is not None:
         write_once(plan.rank_table_path, render_rank_table(plan.rank_table))
     env = prepare_rank(spec, os.environ)
+    cpus = _rank_cpus(plan, spec)
+    if cpus:  # job.cpu_binding: this process becomes the rank, so it binds itself before the exec
+        os.sched_setaffinity(0, cpus)
     os.chdir(spec.cwd)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -209,3 +209,31 @@ def test_the_plan_binds_a_remote_host_from_what_its_probe_sent() -> None:
     with pytest.raises(ConfigError, match="r.yaml:1: job.cpu_binding: found CPUs 200 of device 0, not allowed on h2"):
         plan('{"0": "200"}', "[0]")
     assert any("h2 has 8 NUMA nodes" in note for note in plan("none").notes)
+
+
+def test_rank_mode_binds_the_rank_it_becomes(tmp_path: Path, marker: str) -> None:
+    # npulaunch exec under mpirun: no agent between the scheduler and the rank, so the process binds
+    # itself before it becomes the rank
+    import subprocess
+
+    from helpers import ROOT, base_env, mpirun_argv, npulaunch_argv
+
+    needs_two_cpus()
+    require(shutil.which("mpirun") is not None, "mpirun (openmpi-bin)")
+    config = write_job(tmp_path, marker, "2", "blocks")
+    done = subprocess.run(
+        mpirun_argv(2) + npulaunch_argv("exec", str(config), "--job-id", "mpi-bind"),
+        env=base_env({"NPLTEST_MARKER": marker}),
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = {}  # rank mode: the ranks' output is the scheduler's
+    for line in done.stdout.splitlines():
+        if "SHARD " in line:
+            report = json.loads(line.split("SHARD ", 1)[1])
+            got[report["device_index"]] = report["cpus"]
+    half = len(HERE) // 2
+    assert got == {0: HERE[:half], 1: HERE[half : 2 * half]}
