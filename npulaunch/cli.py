@@ -296,19 +296,20 @@ def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from npulaunch.plan.findings import CheckFailed, Severity
     from npulaunch.plan.healthcheck import HealthSettings
     from npulaunch.plan.prepare import is_remote
-    from npulaunch.views.checkview import inventory, preflight_findings, render_json, render_text
+    from npulaunch.views.checkview import across_hosts, inventory, preflight_findings, render_json, render_text
 
     loaded = _load(args, command)
-    job: Dict[str, object] = {"id": loaded.job_id, "hosts": [h.host for h in loaded.config.hosts]}
+    hosts = [h.host for h in loaded.config.hosts]
+    job: Dict[str, object] = {"id": loaded.job_id, "hosts": hosts}
     try:
         if not 0 < args.tool_timeout < float("inf"):
             raise UsageError(f"--tool-timeout {args.tool_timeout}: a number of seconds above 0")
         settings = HealthSettings(ping=args.network, tool_timeout_s=args.tool_timeout, ping_timeout_s=args.tool_timeout)
         checked = check_job(loaded, offline=args.offline, settings=settings)
     except CheckFailed as failed:
-        findings = preflight_findings(failed.problems, []) + list(failed.findings)
+        findings = preflight_findings(failed.problems, [], hosts) + list(failed.findings)
         counts = inventory(loaded.config, None, failed.checked, True, is_remote(loaded))
-        fatal = sum(1 for f in findings if f.severity is Severity.FATAL)
+        fatal = len(across_hosts([f for f in findings if f.severity is Severity.FATAL]))  # as the lines show
         if args.json:
             sys.stdout.write(render_json(counts, findings, failed.exit_code, [], job))
             return failed.exit_code
@@ -319,7 +320,7 @@ def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     plan = checked.plan
     counts = inventory(loaded.config, plan, checked.checked, checked.health, checked.over_ssh)
     if args.json:
-        findings = preflight_findings([], [w.removeprefix("warning: ") for w in checked.warnings])
+        findings = preflight_findings([], checked.warnings, hosts)
         job.update(ranks=plan.world_size, job_dir=plan.job_dir)
         sys.stdout.write(render_json(counts, findings + list(checked.findings), 0, plan.notes, job))
         return 0
@@ -327,9 +328,9 @@ def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
         print(f"note: {note}")
     for warning in checked.warnings:
         print(warning)
-    hosts = f"{len(plan.hosts)} host(s)" + (", each checked over SSH" if checked.over_ssh else "")
+    where = f"{len(plan.hosts)} host(s)" + (", each checked over SSH" if checked.over_ssh else "")
     sys.stdout.write(
-        render_text(counts, checked.findings, f"ok: {plan.world_size} ranks on {hosts}; nothing was started")
+        render_text(counts, checked.findings, f"ok: {plan.world_size} ranks on {where}; nothing was started")
     )
     return 0
 

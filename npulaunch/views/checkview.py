@@ -46,13 +46,15 @@ def inventory(
     }
 
 
-def preflight_findings(problems: Sequence[str], warnings: Sequence[str]) -> List[Finding]:
-    """The preflight's own lines ("h2: working directory ... does not exist") as findings."""
+def preflight_findings(problems: Sequence[str], warnings: Sequence[str], hosts: Sequence[str]) -> List[Finding]:
+    """The preflight's and the plan's own lines ("h2: working directory ... does not exist", "warning:
+    cluster.yaml:11: ...") as findings, with the host when a line starts with one of ``hosts``."""
     found = []
     for severity, lines in ((Severity.FATAL, problems), (Severity.WARNING, warnings)):
         for line in lines:
+            line = line[len("warning: ") :] if line.startswith("warning: ") else line
             host, sep, rest = line.partition(": ")
-            if sep and " " not in host:
+            if sep and host in hosts:
                 found.append(Finding("preflight", severity, host, rest))
             else:
                 found.append(Finding("preflight", severity, "", line))
@@ -86,10 +88,11 @@ def render_text(counts: Dict[str, Any], findings: Sequence[Finding], verdict: st
     """The report: the inventory, each finding on its line (fatal first; the same finding on several
     hosts once, naming them), the verdict last."""
     lines = [render_checked(counts)]
+    shown: List[Finding] = []
     for severity in ORDER:
-        for finding in across_hosts([f for f in findings if f.severity is severity]):
-            lines.append(f"{severity.value}: {finding.render()}")
-    tally = _tally(findings)
+        shown += across_hosts([f for f in findings if f.severity is severity])
+    lines += [f"{finding.severity.value}: {finding.render()}" for finding in shown]
+    tally = _tally(shown)
     if any(tally.values()):
         words = {"fatal": "fatal", "warning": "warnings" if tally["warning"] != 1 else "warning"}
         lines.append("found: " + ", ".join(f"{n} {words.get(s, s)}" for s, n in tally.items() if n))

@@ -212,3 +212,17 @@ def test_run_shows_a_warning_and_runs(tmp_path: Path, marker: str) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "warning: localhost: CANN toolkit 8.3.RC2" in result.stdout + result.stderr
+
+
+def test_the_report_names_hosts_once_per_finding() -> None:
+    from npulaunch.plan.findings import Finding, Severity
+    from npulaunch.views.checkview import across_hosts, preflight_findings
+
+    same = [Finding("firmware", Severity.NOT_CHECKED, h, "firmware version: no version.info") for h in ("h1", "h2")]
+    assert [f.render() for f in across_hosts(same)] == ["h1, h2: firmware version: no version.info"]
+    lines = ["h2: working directory /x does not exist", "warning: job.yaml:11: env.X: found unknown variable X"]
+    found = preflight_findings(lines[:1], lines[1:], ["h1", "h2"])
+    assert [(f.severity, f.host, f.seen) for f in found] == [
+        (Severity.FATAL, "h2", "working directory /x does not exist"),
+        (Severity.WARNING, "", "job.yaml:11: env.X: found unknown variable X"),
+    ]
