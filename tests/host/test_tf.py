@@ -284,7 +284,10 @@ def tf1_python() -> str:
 
 def test_options_land_in_tensorflow_1_15_sessions(tmp_path: Path) -> None:
     python = tf1_python()
-    require(bool(python) and os.path.exists(python), "a Python 3.7 with tensorflow-cpu 1.15 (bash scripts/setup-dev.sh makes .ci/venv-tf1 from python3.7)")
+    require(
+        bool(python) and os.path.exists(python),
+        "a Python 3.7 with tensorflow-cpu 1.15 (bash scripts/setup-dev.sh makes .ci/venv-tf1 from python3.7)",
+    )
     path = job(tmp_path, 1, "explicit, config, plain, monitored", f"env:\n  PYTHONPATH: {ROOT}\n")
     path.write_text(path.read_text().replace(sys.executable, python))
     result = run_cli("run", str(path), "--job-id", "tf1", timeout=180)
