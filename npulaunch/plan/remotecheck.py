@@ -35,9 +35,14 @@ def probe_asks(
     command = config.job.command
     asks = {}
     for index, host in enumerate(config.hosts):
+        # a working directory with a per-rank placeholder ({rank}, {device_id}, ...) has no one path
+        # to look at before the plan: each rank's is made or checked when it starts
+        workdir, script = config.job.workdir, python_script(command)
+        if "{" in workdir:
+            workdir, script = "/", None
         asks[host.host] = {
-            "workdir": config.job.workdir,
-            "script": python_script(command),
+            "workdir": workdir,
+            "script": script,
             "program": command[0],
             "job_dir": JobLayout.under(config.job.log_dir, job_id).job_dir,
             "devices": None if host.devices == ALL_DEVICES else sorted(host.devices),
@@ -105,9 +110,14 @@ def _npu_problems(host: str, ask: Dict[str, Any], found: Dict[str, Any]) -> List
 
 
 def remote_facts(found: Dict[str, Any]) -> Dict[str, Any]:
-    """What the plan uses of a host's answer: its NPU ids and health, device addresses, and the
-    visible-devices variables of its environment (what its ranks inherit)."""
-    return {"npus": found.get("npus"), "device_ips": found.get("device_ips"), "visible": found.get("visible")}
+    """What the plan uses of a host's answer: its NPU ids and health, device addresses, the
+    visible-devices variables of its environment (what its ranks inherit), and its CPUs."""
+    return {
+        "npus": found.get("npus"),
+        "device_ips": found.get("device_ips"),
+        "visible": found.get("visible"),
+        "cpu_topology": found.get("cpu_topology"),  # the host's allowed CPUs and NUMA nodes (cpu_binding)
+    }
 
 
 def review_health(

@@ -291,3 +291,16 @@ def test_compact_and_check_failed() -> None:
     assert compact([3, 0, 1, 2, 7]) == "0-3, 7"
     failed = CheckFailed("nothing was started", ["h1: working directory /x does not exist"], [], {})
     assert failed.exit_code == 2 and str(failed) == "nothing was started:\n  h1: working directory /x does not exist"
+
+
+def test_a_per_rank_working_directory_is_not_looked_at_before_the_plan() -> None:
+    # job.workdir with a placeholder has one path per rank: the probe does not check a path that
+    # does not exist as written (each rank's is known only once planned)
+    cfg = config(extra="")
+    plain = probe_asks(cfg, "j")
+    assert plain["h1"]["workdir"] == cfg.job.workdir and plain["h1"]["script"] == "t.py"
+    text = (
+        "job:\n  command: [python3, t.py]\n  workdir: /data/run-{node_rank}\nhosts:\n  - host: h1\n    devices: [0]\n"
+    )
+    templated = probe_asks(parse_config(parse_yaml(text, "job.yaml"), "/base"), "j")
+    assert templated["h1"]["workdir"] == "/" and templated["h1"]["script"] is None
