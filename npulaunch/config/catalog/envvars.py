@@ -41,6 +41,75 @@ ENV_VARS = (
         notes="Only ASCII letters, digits, '-' and '_' are allowed; a value made only of digits that"
         " begins with 0 is discouraged. npulaunch fills it from job.id (or --job-id).",
     ),
+    # HCCL's host side and CANN's install path: read by `npulaunch check` (host/agent/health.py,
+    # hostnet.py). Meanings from hicann/hccl docs/zh/user_guide/hccl_env/ @ 09300b7 and the CM_* pages.
+    EnvVarSpec(
+        name="HCCL_IF_IP",
+        kind="str",
+        area="cluster",
+        description="The host address HCCL's host-side sockets use (an IPv4 or IPv6 address of this host).",
+        notes="`npulaunch check` refuses an address the host does not have (fatal with rank_table: cm). Beaten"
+        " by CM_WORKER_IP in rank-table-free jobs; wins over HCCL_SOCKET_IFNAME.",
+    ),
+    EnvVarSpec(
+        name="HCCL_SOCKET_IFNAME",
+        kind="str",
+        area="cluster",
+        description="The host network interfaces HCCL may pick its host address from (by name).",
+        notes="`npulaunch check` refuses a value no interface with an address matches (fatal with rank_table:"
+        " cm). Used when HCCL_IF_IP is not set.",
+    ),
+    EnvVarSpec(
+        name="HCCL_SOCKET_FAMILY",
+        kind="enum",
+        area="cluster",
+        description="The address family HCCL's host sockets use.",
+        choices=("AF_INET", "AF_INET6"),
+    ),
+    EnvVarSpec(
+        name="HCCL_IF_BASE_PORT",
+        kind="int",
+        area="cluster",
+        description="The first of the host ports HCCL listens on for cluster information.",
+        default="60000",
+        notes="`npulaunch check` looks whether HCCL's ports from here are free on every host in"
+        " rank-table-free jobs, and warns when they are not reserved (net.ipv4.ip_local_reserved_ports).",
+    ),
+    EnvVarSpec(
+        name="HCCL_HOST_SOCKET_PORT_RANGE",
+        kind="str",
+        area="cluster",
+        description="The host ports HCCL's host sockets may use (a range), instead of those from HCCL_IF_BASE_PORT.",
+    ),
+    EnvVarSpec(
+        name="HCCL_NPU_SOCKET_PORT_RANGE",
+        kind="str",
+        area="cluster",
+        description="The ports HCCL's NPU-side sockets may use (a range, or auto).",
+        notes="auto avoids port clashes between processes sharing an Atlas A2 device.",
+    ),
+    EnvVarSpec(
+        name="HCCL_INTER_HCCS_DISABLE",
+        kind="enum",
+        area="cluster",
+        description="Whether HCCL avoids the HCCS links inside an Atlas A3 super pod (TRUE: it uses the NICs).",
+        choices=("TRUE", "FALSE"),
+        notes="With TRUE, a 1.2 rank table needs every device's device_ip inside the super pod too.",
+    ),
+    EnvVarSpec(
+        name="ASCEND_HOME_PATH",
+        kind="path",
+        area="install",
+        description="Where the CANN toolkit the ranks use is installed (set by its set_env.sh).",
+        notes="`npulaunch check` reads the toolkit's version there, and compares it across hosts (EI0008).",
+    ),
+    EnvVarSpec(
+        name="ASCEND_TOOLKIT_HOME",
+        kind="path",
+        area="install",
+        description="The CANN toolkit's installation directory, as older set_env.sh scripts set it.",
+        notes="`npulaunch check` reads the toolkit's version there when ASCEND_HOME_PATH is not set.",
+    ),
     EnvVarSpec(
         name="HCCL_CONNECT_TIMEOUT",
         kind="int",
