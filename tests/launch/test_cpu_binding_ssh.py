@@ -48,7 +48,9 @@ def test_each_host_binds_its_ranks_in_blocks(netns_hosts, tmp_path: Path, marker
     assert sorted(e["cpus"] for e in events if e["kind"] == "rank_started") == sorted(got.values())
 
 
-def test_a_binding_a_remote_host_cannot_honour_is_refused_before_start(netns_hosts, tmp_path: Path, marker: str) -> None:
+def test_a_binding_a_remote_host_cannot_honour_is_refused_before_start(
+    netns_hosts, tmp_path: Path, marker: str
+) -> None:
     config = write_job(tmp_path, netns_hosts, marker, len(HERE) + 1, "blocks")
     result = run_cli("run", str(config), "--job-id", "cb", "--no-live", env={"NPLTEST_MARKER": marker}, timeout=90)
     # the probe's cpu_topology reaches the plan, which refuses before anything starts
