@@ -22,6 +22,7 @@ WIDTH = 900  # the time axis
 TOP = 40  # above the first row: the axis labels
 ROW = 28  # one rank's row
 BAR = 14  # the bar's height inside its row
+MAX_ROWS = 256  # ranks drawn at most (the others are counted)
 STATE_COLOURS = {
     RankState.SUCCEEDED: "#3a9d5d",
     RankState.FAILED: "#d62728",
@@ -119,7 +120,7 @@ def _timeline(summary: JobSummary, events: Sequence[Event]) -> str:
     def x(t: Optional[float]) -> float:
         return LEFT + WIDTH * (min(max(t if t is not None else start, start), end) - start) / span
 
-    ranks = sorted(summary.ranks, key=lambda r: r.result.rank)
+    ranks, left_out = _drawn(summary, events)
     height = TOP + ROW * len(ranks) + 20
     svg = [
         f"<svg xmlns='http://www.w3.org/2000/svg' class='timeline' width='{LEFT + WIDTH + 20}' "
@@ -183,12 +184,41 @@ def _timeline(summary: JobSummary, events: Sequence[Event]) -> str:
             f"<text x='{tx - 3:.1f}' y='{height - 6}' class='axis' text-anchor='end'>teardown</text></g>"
         )
     svg.append("</svg>")
+    if left_out:
+        svg.append(
+            f"<p class='legend'>{left_out} more ranks are not drawn (at most {MAX_ROWS} rows: the root cause, "
+            "the ranks that failed or reported a signature or a hang, then the first of the others)</p>"
+        )
     legend = (
         "<p class='legend'>bar: a rank's life (green succeeded, red failed, grey stopped by npulaunch); "
         "line: its steps per second (lines per second when no step is printed); ● first output; "
         "▲ signature (red a cause, orange a symptom); ◆ hang; ✕ the root cause; dashed: teardown</p>"
     )
     return "<section><h2>timeline</h2>" + "\n".join(svg) + legend + "</section>"
+
+
+def _drawn(summary: JobSummary, events: Sequence[Event]) -> Tuple[List[Any], int]:
+    """The ranks the timeline draws, in rank order, and how many it leaves out: every rank when
+    there are at most MAX_ROWS, else the root cause, the ranks that failed or reported a signature
+    or a hang, then the first of the others (a 32k-rank job's page stays a page)."""
+    ranks = sorted(summary.ranks, key=lambda r: r.result.rank)
+    if len(ranks) <= MAX_ROWS:
+        return ranks, 0
+    marked = {e.rank for e in events if e.kind is EventKind.SIGNATURE_MATCHED}
+    for event in events:
+        if event.kind is EventKind.HANG_DETECTED:
+            marked.update(int(r) for r in event.data.get("ranks", []))
+    if summary.root_cause is not None:
+        marked.add(summary.root_cause.cause.rank)
+    marked.update(r.result.rank for r in ranks if r.result.state in (RankState.FAILED, RankState.SPAWN_FAILED))
+    chosen = [r for r in ranks if r.result.rank in marked][:MAX_ROWS]
+    for rank in ranks:
+        if len(chosen) >= MAX_ROWS:
+            break
+        if rank.result.rank not in marked:
+            chosen.append(rank)
+    chosen.sort(key=lambda r: r.result.rank)
+    return chosen, len(ranks) - len(chosen)
 
 
 def _rate_line(events: Sequence[Event], x: Any, mid: float) -> List[str]:

@@ -91,3 +91,28 @@ def test_chromium_draws_a_row_per_rank_and_the_failure_on_the_failing_rank(faile
                     red_rows.add(row)
     assert drawn_rows == {0, 1, 2, 3}  # a bar on every rank's row
     assert red_rows == {2}  # the failure marker on the failing rank's row only
+
+
+def test_a_big_job_draws_the_ranks_that_matter_and_counts_the_rest() -> None:
+    from npulaunch.diagnose.summary import JobInfo, JobStatus, JobSummary, RankSummary
+    from npulaunch.host.events import Event, EventKind
+    from npulaunch.host.records import RankResult, RankState
+
+    count = 1000
+    ranks = tuple(
+        RankSummary(
+            RankResult(r, "h", r % 8, 100 + r, RankState.FAILED if r == 777 else RankState.STOPPED, 1.0, 5.0, 1, None),
+            "o",
+            "e",
+            (),
+            (),
+        )
+        for r in range(count)
+    )
+    job = JobInfo("big", "big", JobStatus.FAILED, 1, 777, count, ("h",), "/j", 0.0, 6.0, None, (), None)
+    hang = Event(EventKind.HANG_DETECTED, "big", "h", None, {"ranks": [900]}, time=4.0)
+    page = htmlreport.render_html(JobSummary(job, None, ranks), [hang])
+    drawn = re.findall(r"<g class='rank' data-rank='(\d+)'", page)
+    assert len(drawn) == htmlreport.MAX_ROWS
+    assert "777" in drawn and "900" in drawn  # the failure and the hang are drawn whatever their place
+    assert f"{count - htmlreport.MAX_ROWS} more ranks are not drawn" in page
