@@ -12,7 +12,7 @@ from helpers import PACKAGE, imports_of, module_name, package_sources
 
 # the rank of each stage; "init" is npulaunch/__init__.py (import-free: anyone may import it)
 RANK = {"init": -1, "host": 0, "config": 1, "plan": 2, "diagnose": 3, "launch": 4, "views": 4, "top": 5}
-TOP = ("cli", "__main__", "session")  # the public face: the command line, ``python -m``, the scripts' import
+TOP = ("cli", "cliargs", "__main__", "session")  # the public face: the command line, ``python -m``, the scripts' import
 
 
 def stage_of(module: str) -> Optional[str]:

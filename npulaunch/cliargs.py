@@ -1,0 +1,201 @@
+"""The command line's arguments: ``build_parser`` (every command, its flags and their help) and
+the parsing of the flags' own values. The commands themselves are cli.py's.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Tuple
+
+from npulaunch import __version__
+from npulaunch.host.errors import ConfigError, ConfigProblem
+
+DESCRIPTION = """\
+Launch distributed TensorFlow training on Ascend NPUs: one process per NPU ("rank"),
+each with its Ascend environment, logs per rank, and the whole job stopped the moment
+one rank fails."""
+
+EPILOG = """\
+examples:
+  npulaunch run cluster_configs/local-4.yaml
+  npulaunch run --nproc-per-node 4 -- python3 train.py --epochs 3
+  npulaunch plan cluster_configs/server-8npu.yaml --json
+exit codes: 0 all ranks succeeded; 1 a rank failed; 2 bad configuration or usage
+(nothing started); 128+N npulaunch was stopped by signal N."""
+
+
+def _add_job_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", nargs="?", help="cluster YAML file (optional when a command follows '--')")
+    parser.add_argument(
+        "--nproc-per-node", type=int, metavar="N", help="ranks per host: devices 0..N-1 (overrides hosts[].devices)"
+    )
+    parser.add_argument("--devices", metavar="IDS", help="comma-separated device ids, e.g. 0,1,2,3")
+    parser.add_argument("--log-dir", metavar="DIR", help="where job directories are created (job.log_dir)")
+    parser.add_argument("--job-id", metavar="ID", help="JOB_ID and job directory name (job.id)")
+    parser.add_argument(
+        "--grace-period",
+        type=float,
+        metavar="S",
+        help="seconds between SIGTERM and SIGKILL when stopping ranks (job.grace_period_s)",
+    )
+    parser.add_argument("--console", choices=("all", "rank0", "none"), help="which ranks' output to show")
+    parser.add_argument("--rank-table", choices=("auto", "required", "none", "cm"), help="HCCL rank table policy")
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        metavar="N",
+        help="restart the whole job up to N times after a retryable failure (job.max_restarts)",
+    )
+    parser.add_argument(
+        "--hang-timeout",
+        type=float,
+        metavar="S",
+        help="declare a hang after S seconds without output (monitor.hang_timeout_s; 0 = off)",
+    )
+    parser.add_argument(
+        "--cpu-binding",
+        metavar="MODE",
+        help="bind each rank to CPUs: none, blocks, auto (near its NPU), or device=CPUs pairs "
+        "such as 0=0-23;1=24-47 (job.cpu_binding)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        choices=("auto", "slurm", "mpi", "volcano", "k8s", "none"),
+        default="auto",
+        help="whose environment gives the hosts and this node's place (default: detected)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="npulaunch", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"npulaunch {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = commands.add_parser(
+        "run",
+        help="start the job and watch it until it ends",
+        description="Start every rank, watch them, stop all on the first failure.",
+    )
+    _add_job_flags(run)
+    run.add_argument("--ranks", metavar="IDS", help="show only these ranks' output, e.g. 0,3 (all go to files)")
+    run.add_argument("--no-live", action="store_true", help="no live status view, even on a terminal")
+    run.add_argument(
+        "--nohup",
+        action="store_true",
+        help="keep the job running when the terminal hangs up (SIGHUP is ignored, as under nohup); "
+        "without it a hang-up stops the job like SIGTERM (exit 129)",
+    )
+    run.add_argument(
+        "--debug",
+        action="store_true",
+        help="log every decision (spawns, signals, events, teardown) to launcher.log in the job "
+        "directory (also NPULAUNCH_DEBUG=1)",
+    )
+    plan = commands.add_parser(
+        "plan",
+        help="show what would run: ranks, devices, environment",
+        description="Print the launch plan without starting anything.",
+    )
+    _add_job_flags(plan)
+    plan.add_argument("--json", action="store_true", help="the full plan as JSON (environments included)")
+    execute = commands.add_parser(
+        "exec",
+        help="rank mode: become one rank of a job the scheduler started",
+        description="Under srun -n N / mpirun -n N: derive this task's rank, device and "
+        "environment from the scheduler and the YAML, write the rank table "
+        "once per node, then exec the command (no process stays between).",
+    )
+    _add_job_flags(execute)
+    batch = commands.add_parser(
+        "sbatch",
+        help="print (or submit) a Slurm batch script for the job",
+        description="Render a ready sbatch script: the header from the YAML's slurm "
+        "section or these flags, srun starting npulaunch on every node.",
+    )
+    batch.add_argument("config", help="cluster YAML file")
+    batch.add_argument("--nodes", type=int, metavar="N", help="nodes to allocate (slurm.nodes; default: the hosts)")
+    batch.add_argument("--time", metavar="LIMIT", help="time limit, e.g. 2:00:00 (slurm.time)")
+    batch.add_argument("--partition", metavar="NAME", help="partition (slurm.partition)")
+    batch.add_argument("--account", metavar="NAME", help="account (slurm.account)")
+    batch.add_argument(
+        "--mode",
+        choices=("node", "rank"),
+        default="node",
+        help="node: one npulaunch per node (default); rank: one npulaunch exec per rank",
+    )
+    batch.add_argument("--job-id", metavar="ID", help="JOB_ID (default: SLURM_JOB_ID)")
+    batch.add_argument("--submit", action="store_true", help="submit it with sbatch instead of printing it")
+    check = commands.add_parser(
+        "check",
+        help="validate the configuration and every host; start nothing",
+        description="Validate and plan the job, and check this host (or every host "
+        "over SSH: the same preflight as run), its NPUs included: chip health, busy devices, "
+        "NIC link, health, address, gateway and TLS, versions, HCCL's host side, and NPU-to-NPU "
+        "pings between hosts; exit 0, or 2 when something would make the job fail.",
+    )
+    _add_job_flags(check)
+    check.add_argument(
+        "--offline", action="store_true", help="do not connect to remote hosts: check the config and the plan only"
+    )
+    check.add_argument("--json", action="store_true", help="what was checked and every finding as JSON")
+    check.add_argument(
+        "--network",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="NPU-to-NPU pings from every NPU to its peer on the next host (default: on for a job on "
+        "several hosts; --no-network skips them)",
+    )
+    check.add_argument(
+        "--tool-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds each npu-smi / hccn_tool call may take before it counts as not answering (default 10)",
+    )
+    for name, what in (
+        ("status", "print each rank's state, last line and silence, running or finished"),
+        ("report", "print a finished job's report again"),
+        ("stop", "stop a running job from another terminal, on every host"),
+    ):
+        view = commands.add_parser(name, help=what, description=what[0].upper() + what[1:] + ".")
+        view.add_argument("job_dir", help="the job directory (<log_dir>/<job_id>)")
+        if name == "report":
+            view.add_argument("--json", action="store_true", help="summary.json as it is")
+            view.add_argument(
+                "--html", action="store_true", help="the report as one self-contained HTML page (as report.html)"
+            )
+    for name, what in (("options", "TF Adapter session options"), ("env-vars", "environment variables")):
+        catalog = commands.add_parser(
+            name,
+            help=f"list the {what} npulaunch knows and checks",
+            description=f"The catalog of {what}, from CANN's documentation.",
+        )
+        catalog.add_argument("name", nargs="?", help="show this entry in full")
+        catalog.add_argument("--area", help="only this area (e.g. dump, memory, profiling)")
+        catalog.add_argument("--search", metavar="WORD", help="only entries mentioning WORD")
+        catalog.add_argument("--json", action="store_true", help="the whole (selected) catalog as JSON")
+        if name == "options":
+            catalog.add_argument("--env", action="store_true", help="environment variables instead of options")
+    return parser
+
+
+def parse_devices(text: str, flag: str = "--devices", limit: int = 63) -> Tuple[int, ...]:
+    try:
+        ids = tuple(int(part) for part in text.split(",") if part.strip() != "")
+    except ValueError:
+        ids = ()
+    if not ids or len(set(ids)) != len(ids) or any(i < 0 or i > limit for i in ids):
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    "command line",
+                    None,
+                    flag,
+                    repr(text),
+                    f"distinct {'device ' if flag == '--devices' else ''}ids 0-{limit} "
+                    "separated by commas, e.g. 0,1,2,3",
+                )
+            ]
+        )
+    return ids
