@@ -60,7 +60,8 @@ def _written_dir_problems(plan: LaunchPlan) -> List[str]:
             seen.add(directory)
             why = _why_not_creatable(directory)
             if why:
-                problems.append(f"session option {option} of rank {spec.rank}: directory {directory} {why}")
+                what = option if option.startswith("job.") else f"session option {option}"  # job.make_dirs
+                problems.append(f"{what} of rank {spec.rank}: directory {directory} {why}")
     return problems
 
 

@@ -69,3 +69,19 @@ def test_a_directory_that_cannot_be_made_stops_the_job_before_it_starts(tmp_path
         f"{tmp_path / 'a-file'} is not a directory"
     ) in result.stderr
     assert not (tmp_path / "logs").exists() and not (tmp_path / "dumps").exists()  # nothing was started
+
+
+def test_a_make_dirs_entry_that_cannot_be_made_is_named_as_such(tmp_path: Path) -> None:
+    import sys
+
+    (tmp_path / "a-file").write_text("")
+    config = tmp_path / "job.yaml"
+    config.write_text(
+        f"version: 1\njob:\n  command: [{sys.executable}, -c, pass]\n  log_dir: {tmp_path / 'logs'}\n"
+        f"  make_dirs: ['{tmp_path / 'a-file'}/out/{{rank}}']\nhosts: [{{host: localhost, devices: 1}}]\n"
+    )
+    result = run_cli("check", str(config))
+    assert result.returncode == 2
+    said = result.stdout + result.stderr  # check lists its findings on stdout
+    assert f"job.make_dirs of rank 0: directory {tmp_path / 'a-file' / 'out' / '0'} cannot be made" in said
+    assert "session option job.make_dirs" not in said
