@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from npulaunch.host.events import Event, EventKind, signature_label
+from npulaunch.host.ranges import ranges
 from npulaunch.host.records import RankResult, RankState
 from npulaunch.host.signatures import CAUSE, SYMPTOM
 
@@ -193,10 +194,4 @@ def ranks_word(ranks: Sequence[int]) -> str:
 
 def rank_ranges(ranks: Sequence[int]) -> str:
     """``[0, 1, 2, 5, 7, 8]`` -> ``0-2, 5, 7-8``."""
-    runs: List[List[int]] = []
-    for rank in sorted(ranks):
-        if runs and rank == runs[-1][1] + 1:
-            runs[-1][1] = rank
-        else:
-            runs.append([rank, rank])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return ranges(ranks)

@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from npulaunch.host.ranges import ranges
+
 SYSFS_ROOT_VAR = "NPULAUNCH_SYSFS_ROOT"  # read sysfs below another root (tests' stand-in server)
 Cpus = Tuple[int, ...]
 Runner = Callable[[Sequence[str]], str]
@@ -64,17 +66,8 @@ def parse_cpulist(text: str) -> Cpus:
 
 
 def format_cpulist(cpus: Sequence[int]) -> str:
-    """``(0, 1, 2, 3, 8)`` -> ``"0-3,8"``."""
-    ordered = sorted(set(cpus))
-    parts: List[str] = []
-    index = 0
-    while index < len(ordered):
-        end = index
-        while end + 1 < len(ordered) and ordered[end + 1] == ordered[end] + 1:
-            end += 1
-        parts.append(str(ordered[index]) if end == index else "%d-%d" % (ordered[index], ordered[end]))
-        index = end + 1
-    return ",".join(parts)
+    """``(0, 1, 2, 3, 8)`` -> ``"0-3,8"`` (the kernel's cpulist form)."""
+    return ranges(cpus, ",")
 
 
 def parse_npu_topo(text: str) -> Dict[int, Cpus]:

@@ -11,6 +11,7 @@ from enum import Enum
 from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 from npulaunch.host.errors import NpulaunchError
+from npulaunch.host.ranges import ranges
 
 
 class Severity(str, Enum):
@@ -62,16 +63,7 @@ class Finding:
 
 def compact(ids: Iterable[int]) -> str:
     """``0, 1, 2, 3, 5`` -> ``0-3, 5``."""
-    numbers = sorted(set(ids))
-    parts: List[str] = []
-    i = 0
-    while i < len(numbers):
-        j = i
-        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
-            j += 1
-        parts.append(str(numbers[i]) if i == j else f"{numbers[i]}-{numbers[j]}")
-        i = j + 1
-    return ", ".join(parts)
+    return ranges(ids)
 
 
 _DEVICE_ARG = re.compile(r"-i \d+\b")
