@@ -46,9 +46,9 @@ def argv(path: Path) -> List[str]:
     return [sys.executable, "-m", "npulaunch", "run", str(path), "--job-id", f"f{time.monotonic_ns()}"]
 
 
-def on_terminal(path: Path) -> float:
-    """Wall time of the run with a terminal as stdout/stderr (the live view is on)."""
-    start = time.monotonic()
+def run_on_a_terminal(path: Path) -> float:
+    """Run npulaunch with a pseudo-terminal as stdout/stderr (the live view is on), reading it as fast
+    as it comes; returns when the launcher has exited (time.time())."""
     pid, master = pty.fork()
     if pid == 0:
         os.execvpe(sys.executable, argv(path), ENV)
@@ -61,7 +61,13 @@ def on_terminal(path: Path) -> float:
             break
     os.waitpid(pid, 0)
     os.close(master)
-    return time.monotonic() - start
+    return time.time()
+
+
+def on_terminal(path: Path) -> float:
+    """Wall time of the run on a terminal."""
+    start = time.time()
+    return run_on_a_terminal(path) - start
 
 
 def off_terminal(path: Path) -> float:
@@ -75,20 +81,7 @@ def failure_to_exit(workdir: Path) -> float:
     stamp = workdir / "failed-at"
     if stamp.exists():
         stamp.unlink()
-    path = config(workdir, FAIL.format(line=LINE, stamp=str(stamp)))
-    pid, master = pty.fork()
-    if pid == 0:
-        os.execvpe(sys.executable, argv(path), ENV)
-    while True:
-        try:
-            ready, _, _ = select.select([master], [], [], 1.0)
-            if ready:
-                os.read(master, 1 << 16)
-        except OSError:
-            break
-    os.waitpid(pid, 0)
-    ended = time.time()
-    os.close(master)
+    ended = run_on_a_terminal(config(workdir, FAIL.format(line=LINE, stamp=str(stamp))))
     return ended - float(stamp.read_text())
 
 

@@ -219,35 +219,17 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
     restarted = config.job.max_restarts > 0
     first: "List[LaunchPlan]" = []  # attempt 1 is planned once, whoever asks first
 
+    def build(attempt: int) -> "LaunchPlan":
+        plan = build_plan(
+            config, job_id, os.urandom(16).hex(), discovery, job_id_source=source, attempt=attempt, node=loaded.node
+        )
+        return _checked_identity(loaded, plan)
+
     def plan_for(attempt: int) -> "LaunchPlan":
         if attempt > 1:
-            return _checked_identity(
-                loaded,
-                build_plan(
-                    config,
-                    job_id,
-                    os.urandom(16).hex(),
-                    discovery,
-                    job_id_source=source,
-                    attempt=attempt,
-                    node=loaded.node,
-                ),
-            )
+            return build(attempt)
         if not first:
-            first.append(
-                _checked_identity(
-                    loaded,
-                    build_plan(
-                        config,
-                        job_id,
-                        os.urandom(16).hex(),
-                        discovery,
-                        job_id_source=source,
-                        attempt=1 if restarted else 0,
-                        node=loaded.node,
-                    ),
-                )
-            )
+            first.append(build(1 if restarted else 0))
         return first[0]
 
     return plan_for
