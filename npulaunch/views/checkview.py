@@ -61,16 +61,18 @@ def preflight_findings(problems: Sequence[str], warnings: Sequence[str], hosts: 
     return found
 
 
+def _count(number: int, word: str) -> str:
+    return f"{number} {word}{'' if number == 1 else 's'}"
+
+
 def render_checked(counts: Dict[str, Any]) -> str:
     """``checked: 3 hosts (over SSH), 6 NPUs, ...``."""
-    parts = [
-        f"{counts['hosts']} host{'s' if counts['hosts'] != 1 else ''}" + (" (over SSH)" if counts["over_ssh"] else "")
-    ]
+    parts = [_count(counts["hosts"], "host") + (" (over SSH)" if counts["over_ssh"] else "")]
     if counts["devices"] is not None:
-        parts.append(f"{counts['devices']} NPU{'s' if counts['devices'] != 1 else ''}")
-    parts.append(f"{counts['session_options']} session options")
-    parts.append(f"{counts['env_vars']} environment variables")
-    parts.append(f"{counts['rules']} rules between options")
+        parts.append(_count(counts["devices"], "NPU"))
+    parts.append(_count(counts["session_options"], "session option"))
+    parts.append(_count(counts["env_vars"], "environment variable"))
+    parts.append(_count(counts["rules"], "rule") + " between options")
     if not counts["hosts_checked"]:
         parts.append("hosts not asked (--offline)")
     else:

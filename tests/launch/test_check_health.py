@@ -39,7 +39,7 @@ def test_a_healthy_host_lists_what_was_checked(tmp_path: Path, marker: str) -> N
     assert result.returncode == 0, result.stderr
     out = result.stdout.splitlines()
     checked = next(line for line in out if line.startswith("checked: "))
-    assert checked.startswith("checked: 1 host, 2 NPUs, 1 session options, 1 environment variables, ")
+    assert checked.startswith("checked: 1 host, 2 NPUs, 1 session option, 1 environment variable, ")
     assert "rules between options, tools: hccn_tool x12, npu-smi x1" in checked
     assert "fatal:" not in result.stdout and "warning:" not in result.stdout
     assert out[-1] == "ok: 2 ranks on 1 host(s); nothing was started"
