@@ -14,13 +14,13 @@ Forms recognised, most specific first:
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional, Pattern, Sequence, Tuple
+from typing import Optional, Pattern, Sequence, Tuple
 
 Step = Tuple[int, Optional[int]]  # (step, total or None)
 LOOK_BACK = 20  # lines of a batch looked at, from its end
 
 PATTERNS: Tuple[Pattern[str], ...] = tuple(
-    re.compile(p, re.IGNORECASE)
+    re.compile(p, re.IGNORECASE | re.MULTILINE)
     for p in (
         r"\bglobal_step\b\s*[=:]?\s*(\d+)",
         r"\bstep\s*\[?\s*(\d+)\s*(?:/|of)\s*(\d+)",
@@ -32,9 +32,18 @@ PATTERNS: Tuple[Pattern[str], ...] = tuple(
 
 
 def find_step(lines: Sequence[str], custom: Optional[Pattern[str]] = None) -> Optional[Step]:
-    """The latest step the lines show (the last line that has one), or None."""
-    patterns: Iterable[Pattern[str]] = (custom,) if custom is not None else PATTERNS
-    for line in reversed(lines[-LOOK_BACK:]):  # the latest lines of a batch: a flood costs nothing more
+    """The latest step the lines show (the last line that has one), or None. The latest lines are
+    first searched together, once per pattern (a line's match is found there too: the patterns are
+    multi-line); only when one matches are they looked at line by line."""
+    patterns: Sequence[Pattern[str]] = (custom,) if custom is not None else PATTERNS
+    recent = lines[-LOOK_BACK:]  # the latest lines of a batch: a flood costs nothing more
+    joined = "\n".join(recent)
+    if custom is None and not _may_hold_step(joined):
+        return None
+    patterns = [pattern for pattern in patterns if pattern.search(joined)]
+    if not patterns:
+        return None
+    for line in reversed(recent):
         if not any(ch.isdigit() for ch in line[-200:]):
             continue
         for pattern in patterns:
@@ -43,3 +52,12 @@ def find_step(lines: Sequence[str], custom: Optional[Pattern[str]] = None) -> Op
                 total = match.group(2) if len(match.groups()) > 1 else None
                 return int(match.group(1)), (int(total) if total and total.isdigit() else None)
     return None
+
+
+def _may_hold_step(text: str) -> bool:
+    """Whether the common forms could be in the text: each needs "step", "epoch" or "/" (a plain
+    search, cheaper than the case-blind patterns themselves)."""
+    if "/" in text:
+        return True
+    lowered = text.lower()
+    return "step" in lowered or "epoch" in lowered

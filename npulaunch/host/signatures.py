@@ -12,8 +12,9 @@ import bisect
 import itertools
 import re
 import time
-from typing import Dict, Iterable, List, Optional, Pattern, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Match, Optional, Pattern, Sequence, Tuple, Union
 
+from npulaunch.host.agent.tail import split_lines
 from npulaunch.host.signaturetable import CAUSE, SIGNATURES, SYMPTOM, Signature
 
 __all__ = ["CAUSE", "SYMPTOM", "SIGNATURES", "Signature", "Matcher", "parse_plog_time", "user_signatures"]
@@ -37,16 +38,20 @@ def parse_plog_time(line: str) -> Optional[float]:
 
 
 class Matcher:
-    """Finds the signatures lines carry. Lines come in batches and almost never match, so a batch
-    is first checked as one string: for the literal needles of the built-in signatures (a plain
-    substring search) and with the job's own patterns; only a batch that passes is looked at line
-    by line (8 ranks x 100k lines: about 0.4 us a line instead of 10), and then only the lines
-    where a needle was found (a batch with one benign "[ERROR]" plog line costs one line's
-    patterns, not 500)."""
+    """Finds the signatures lines carry. Lines come in blocks and almost never match, so a block is
+    first checked whole, as bytes (``scan_block``): for the literal needles of the built-in
+    signatures and with the job's own patterns; only a block that passes is cut into lines, and
+    then only the lines where a needle was found meet the patterns (a block with one benign
+    "[ERROR]" plog line costs one line's patterns, not 500).
+
+    The check of a block starts with gates (``_Gate``): a needle cannot be in a block that lacks one
+    of its characters, and a single character is found at memory speed (memchr), several times
+    faster than the needle itself. Most blocks of ordinary output lack a rare character of every
+    needle, and are passed in a few memchr calls (8 ranks x 200k lines: 0.1 us a line)."""
 
     def __init__(self, signatures: Sequence[Signature] = SIGNATURES) -> None:
         self.signatures = tuple(signatures)
-        self._each = [(s, re.compile(s.pattern)) for s in self.signatures]
+        self._each = [(s, _Lazy(s.pattern)) for s in self.signatures]
         # each signature's own needles, so a line is tried only against the patterns whose needles it holds
         self._needles = [
             (_exact(s.needles), tuple(n for n in s.needles if n not in _exact(s.needles))) for s in self.signatures
@@ -56,6 +61,38 @@ class Matcher:
         self._folded = _prefilter({n for s in self.signatures for n in s.needles if n not in _exact(s.needles)})
         unfiltered = [s.pattern for s in self.signatures if not s.needles]
         self._unfiltered = re.compile("|".join("(?:%s)" % p for p in unfiltered), re.MULTILINE) if unfiltered else None
+
+        self._gates = _gates(
+            {n for s in self.signatures for n in _exact(s.needles)},
+            {n for s in self.signatures for n in s.needles if n not in _exact(s.needles)},
+        )
+
+    def scan_block(self, block: bytes) -> Tuple[List[str], List[Tuple[int, Signature]]]:
+        """``(lines, found)``: the signatures a block of whole lines carries, as ``scan`` gives them for
+        its lines (text, progress updates without their ``\\r``). Both are empty when no needle is in
+        the block, the common case, which costs no decoding and no splitting."""
+        if not self._block_may_match(block):
+            return [], []
+        lines = split_lines(block)
+        if b"\r" in block:
+            lines = [line.rstrip("\r") for line in lines]
+        return lines, self.scan(lines)
+
+    def _block_may_match(self, block: bytes) -> bool:
+        lowered: Optional[bytes] = None
+        for gate in self._gates:
+            if gate.closed(block):
+                continue
+            text = block
+            if gate.folded:
+                if lowered is None:
+                    lowered = block.lower()  # ASCII letters only: the needles are ASCII
+                text = lowered
+            if gate.search(text):
+                return True
+        if self._unfiltered is None:
+            return False
+        return self._unfiltered.search(block.decode("utf-8", "replace")) is not None
 
     def _may_match(self, text: str) -> bool:
         if any(_found(needle, text) for needle in self._exact):
@@ -109,6 +146,73 @@ class Matcher:
 
 
 Needle = Union[str, Pattern[str]]
+
+
+class _Lazy:
+    """A signature's pattern, compiled when a line first needs it: most jobs never print a line that
+    gets that far, and compiling every pattern would cost each launch and each agent milliseconds."""
+
+    __slots__ = ("source", "_compiled")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._compiled: Optional[Pattern[str]] = None
+
+    def search(self, text: str) -> Optional[Match[str]]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.source)
+        return self._compiled.search(text)
+
+
+# Characters from the rarest in log text to the most common (a rough order; the gates adapt to the
+# text they meet). A character not listed counts as rarer than any.
+_COMMONNESS = "QJZXVKWYqjzxFBGHMPUkvbywgfp!@#$%^&*|~`<>?{}CDLNORSTAIEucmdlhrsnioate,;()[]/-_.:=\"'0123456789 "
+GATES_TRIED = 2  # characters looked for before searching for the needles themselves
+
+
+class _Gate:
+    """Needles (one, or a group sharing their first character) with the characters all of them
+    contain, rarest first: a block without one of those characters holds none of the needles. The
+    character that closed the gate last is tried first next time (blocks of a stream look alike)."""
+
+    __slots__ = ("chars", "search", "folded", "_last")
+
+    def __init__(self, needles: Sequence[bytes], folded: bool) -> None:
+        shared = set(needles[0])
+        for needle in needles[1:]:
+            shared &= set(needle)
+        ranked = sorted(shared, key=lambda byte: (_COMMONNESS.find(chr(byte)), byte))
+        # each gate character in the forms that count: both cases when the needles are folded
+        self.chars = [
+            tuple({bytes([byte]), bytes([byte]).upper()}) if folded else (bytes([byte]),)
+            for byte in ranked[:GATES_TRIED]
+        ]
+        self.folded = folded
+        if len(needles) == 1:
+            needle = needles[0]
+            self.search: Callable[[bytes], bool] = lambda block: needle in block
+        else:
+            pattern = re.compile(_trie(n.decode("latin-1") for n in needles).encode("latin-1"))
+            self.search = lambda block: pattern.search(block) is not None
+        self._last = 0
+
+    def closed(self, block: bytes) -> bool:
+        """Whether the block lacks a character every needle has (in either case, when folded)."""
+        order = [self._last] + [i for i in range(len(self.chars)) if i != self._last]
+        for i in order:
+            if not any(form in block for form in self.chars[i]):
+                self._last = i
+                return True
+        return False
+
+
+def _gates(exact: Iterable[str], folded: Iterable[str]) -> Tuple[_Gate, ...]:
+    """The gates of the needles: exact ones grouped by their first byte, folded (lower-case) ones alone."""
+    groups: Dict[bytes, List[bytes]] = {}
+    for needle in sorted(n.encode() for n in exact):
+        groups.setdefault(needle[:1], []).append(needle)
+    gates = [_Gate(group, folded=False) for _, group in sorted(groups.items())]
+    return tuple(gates + [_Gate([n.encode()], folded=True) for n in sorted(folded)])
 
 
 def _exact(needles: Iterable[str]) -> Tuple[str, ...]:

@@ -94,18 +94,26 @@ class ProbeAnswer:
 
 @dataclass(frozen=True)
 class Output:
-    """A batch of lines one rank printed on one stream."""
+    """A block of whole lines one rank printed on one stream, as text: its bytes decoded with
+    ``surrogateescape``, so that ``block()`` gives back the very bytes, invalid UTF-8 included."""
 
     rank: int
     stream: str
-    lines: List[str]
+    text: str
+
+    @classmethod
+    def of(cls, rank: int, stream: str, block: bytes) -> "Output":
+        return cls(rank, stream, block.decode("utf-8", "surrogateescape"))
+
+    def block(self) -> bytes:
+        return self.text.encode("utf-8", "surrogateescape")
 
     def to_json(self) -> Dict[str, Any]:
-        return {"type": "output", "rank": self.rank, "stream": self.stream, "lines": self.lines}
+        return {"type": "output", "rank": self.rank, "stream": self.stream, "text": self.text}
 
     @classmethod
     def from_json(cls, record: Dict[str, Any]) -> "Output":
-        return cls(int(record["rank"]), str(record["stream"]), list(record["lines"]))
+        return cls(int(record["rank"]), str(record["stream"]), str(record["text"]))
 
 
 @dataclass(frozen=True)

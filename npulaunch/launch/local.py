@@ -9,11 +9,12 @@ from collections import deque
 from typing import Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.host.agent.agent import Agent
+from npulaunch.host.agent.tail import count_lines
 from npulaunch.host.records import AgentOutcome
 from npulaunch.host.spec import HostPlan, RankSpec
 from npulaunch.launch.runner import Item, RankOutput
 
-MAX_PENDING_LINES = 120_000  # console lines waiting for the supervisor; beyond, they are counted, not kept
+MAX_PENDING_BYTES = 4 << 20  # rank output waiting for the supervisor; beyond, it is counted, not kept
 
 
 class LocalRunner:
@@ -23,20 +24,20 @@ class LocalRunner:
         self._queue: Deque[Item] = deque()
         self.agent = Agent(plan, self._queue.append, self._output, base_env=base_env)
         self._outcome: Optional[AgentOutcome] = None
-        self._pending = 0  # lines in the queue
+        self._pending = 0  # bytes of rank output in the queue
         self._dropped: Dict[Tuple[int, str], Tuple[RankSpec, int]] = {}
 
-    def _output(self, spec: RankSpec, stream: str, lines: List[str]) -> None:
-        """Queue a batch for the console. The logs have every line, and the agent has scanned them
+    def _output(self, spec: RankSpec, stream: str, block: bytes) -> None:
+        """Queue a block for the console. The logs have every line, and the agent has scanned them
         for signatures already; when the console falls this far behind (a rank that exits with
         200 MB unread, a flood), the lines are counted and a note takes their place, so memory stays
         bounded whatever the ranks print."""
-        if self._pending + len(lines) > MAX_PENDING_LINES:
+        if self._pending + len(block) > MAX_PENDING_BYTES:
             key = (spec.rank, stream)
-            self._dropped[key] = (spec, self._dropped.get(key, (spec, 0))[1] + len(lines))
+            self._dropped[key] = (spec, self._dropped.get(key, (spec, 0))[1] + count_lines(block))
             return
-        self._pending += len(lines)
-        self._queue.append(RankOutput(spec, stream, lines))
+        self._pending += len(block)
+        self._queue.append(RankOutput(spec, stream, block))
 
     def start(self) -> None:
         self.agent.start()
@@ -48,8 +49,8 @@ class LocalRunner:
         self._queue.clear()
         self._pending = 0
         for (_, stream), (spec, count) in sorted(self._dropped.items(), key=lambda item: item[0]):
-            note = f"[npulaunch: {count:,} lines not shown here (the console fell behind); all are in the rank's log]"
-            taken.append(RankOutput(spec, stream, [note]))
+            note = f"[npulaunch: {count:,} lines not shown here (the console fell behind); all are in the rank's log]\n"
+            taken.append(RankOutput(spec, stream, note.encode()))
         self._dropped.clear()
         return taken
 

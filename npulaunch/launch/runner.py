@@ -16,11 +16,12 @@ if TYPE_CHECKING:
 
 
 class RankOutput(NamedTuple):
-    """A batch of lines one rank printed on one stream (``stdout`` or ``stderr``)."""
+    """A block of whole lines one rank printed on one stream (``stdout`` or ``stderr``), as bytes
+    (host/agent/tail.py)."""
 
     spec: RankSpec
     stream: str
-    lines: List[str]
+    block: bytes
 
 
 Item = Union[Event, RankOutput]
@@ -63,7 +64,7 @@ class Console(Protocol):
 
     def event(self, event: Event) -> None: ...
 
-    def rank_output(self, spec: RankSpec, stream: str, lines: List[str]) -> None: ...
+    def rank_output(self, spec: RankSpec, stream: str, block: bytes) -> None: ...
 
     def message(self, text: str) -> None: ...
 

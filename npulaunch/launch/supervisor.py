@@ -140,7 +140,7 @@ class Supervisor:
                 timeout = min(timeout, max(0.0, self._stop_after_dumps[1] - time.monotonic()))
             for item in runner.items(timeout):
                 if isinstance(item, RankOutput):
-                    self.console.rank_output(item.spec, item.stream, item.lines)
+                    self.console.rank_output(item.spec, item.stream, item.block)
                 else:
                     self._on_event(item)
             if self._stop_after_dumps is not None and time.monotonic() >= self._stop_after_dumps[1]:

@@ -10,15 +10,16 @@ import atexit
 import sys
 import threading
 from collections import deque
-from typing import BinaryIO, Deque, Dict, List, Optional, Set
+from typing import BinaryIO, Deque, Dict, Optional, Set, Tuple, Union
 
 from npulaunch.config.cluster import ConsoleMode
 from npulaunch.diagnose.summary import JobSummary
-from npulaunch.host.agent.tail import Line, is_progress
+from npulaunch.host.agent.tail import Block, is_progress, split_lines
 from npulaunch.host.events import Event
 from npulaunch.host.spec import RankSpec
 from npulaunch.views.reporttext import render_report
 
+Buffer = Union[bytes, memoryview]
 MAX_PENDING_BYTES = 8 << 20  # rank output waiting for a slow reader; beyond, it is counted, not kept
 DRAIN_AT_EXIT_S = 10.0  # how long the launcher waits at exit for a slow reader to take what is left
 
@@ -33,31 +34,34 @@ class _Writer:
     def __init__(self, stream: BinaryIO) -> None:
         self.stream = stream
         self.broken = False
-        self._chunks: Deque[bytes] = deque()
+        self._chunks: Deque[Tuple[Buffer, ...]] = deque()
         self._bytes = 0
         self._dropped = 0  # rank lines not kept since the last note
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="npulaunch-console", daemon=True)
         self._thread.start()
 
-    def put(self, data: bytes, droppable: bool) -> None:
+    def put(self, parts: Tuple[Buffer, ...], droppable: bool, lines: Optional[bytes] = None) -> None:
+        """Queue the parts, to be written in one go; ``lines``: what a dropped chunk's lines are
+        counted in (its parts may be views)."""
+        size = sum(len(part) for part in parts)
         with self._cond:
             if self.broken:
                 return
-            if droppable and self._bytes + len(data) > MAX_PENDING_BYTES:
-                self._dropped += data.count(b"\n")
+            if droppable and self._bytes + size > MAX_PENDING_BYTES:
+                self._dropped += (lines if lines is not None else b"".join(parts)).count(b"\n")
                 return
             if self._dropped and not droppable:
                 self._note()
-            self._chunks.append(data)
-            self._bytes += len(data)
+            self._chunks.append(parts)
+            self._bytes += size
             self._cond.notify()
 
     def _note(self) -> None:
         note = "npulaunch: %s lines not shown (the console's reader is slow); all are in the logs\n" % (
             format(self._dropped, ",")
         )
-        self._chunks.append(note.encode())
+        self._chunks.append((note.encode(),))
         self._bytes += len(note)
         self._dropped = 0
 
@@ -69,9 +73,10 @@ class _Writer:
                         self._note()
                         continue
                     self._cond.wait()
-                data = self._chunks.popleft()
+                parts = self._chunks.popleft()
             try:
-                self.stream.write(data)
+                for part in parts:
+                    self.stream.write(part)
                 self.stream.flush()
             except (OSError, ValueError):  # BrokenPipeError (EPIPE), EIO from a hung-up tty, a closed file
                 silence(self.stream)
@@ -82,7 +87,7 @@ class _Writer:
                     self._cond.notify_all()
                 return
             with self._cond:
-                self._bytes -= len(data)
+                self._bytes -= sum(len(part) for part in parts)
                 self._cond.notify_all()
 
     def drain(self, timeout_s: float) -> bool:
@@ -120,33 +125,34 @@ class Console:
     def event(self, event: Event) -> None:
         """Events, for consoles that show state (the live view); the plain console ignores them."""
 
-    def rank_output(self, spec: RankSpec, stream: str, lines: List[Line]) -> None:
-        """Show one batch of a rank's lines; runs of progress updates (``\\r``) collapse to the last."""
-        if not self.shows(spec):
+    def rank_output(self, spec: RankSpec, stream: str, block: Block) -> None:
+        """Show one block of a rank's lines (bytes as the rank wrote them: the prefix goes after each
+        newline in one pass in C, never a Python step per line); runs of progress updates (``\\r``)
+        collapse to the last."""
+        if not block or not self.shows(spec):
             return
-        prefix = self.prefix(spec).decode()
-        body = "\n".join(lines)  # one pass in C per batch, not a Python step per line
-        if "\r" in body:  # progress lines (they end with \r): a run of them shows as its last
-            lines = [
-                line.rstrip("\r")
-                for i, line in enumerate(lines)
-                if not (is_progress(line) and i + 1 < len(lines) and is_progress(lines[i + 1]))
-            ]
-            body = "\n".join(lines)
-        data = (prefix + body.replace("\n", "\n" + prefix) + "\n").encode("utf-8", "replace")
-        self._write(self._err if stream == "stderr" else self._out, data, droppable=True)
+        prefix = self.prefix(spec)
+        if b"\r" in block:
+            block = collapse_progress(block)
+        body = block.replace(b"\n", b"\n" + prefix)  # ends with a prefix, which is not written
+        self._write(
+            self._err if stream == "stderr" else self._out,
+            (prefix, memoryview(body)[: len(body) - len(prefix)]),
+            droppable=True,
+            lines=block,
+        )
 
     def message(self, text: str) -> None:
         """npulaunch's own words, on stderr so they never mix into a rank's stdout stream."""
         self._write(
             self._err,
-            b"".join(b"npulaunch: " + line.encode("utf-8", "replace") + b"\n" for line in text.splitlines() or [""]),
+            (b"".join(b"npulaunch: " + line.encode("utf-8", "replace") + b"\n" for line in text.splitlines() or [""]),),
         )
 
     def report(self, summary: JobSummary) -> None:
         """The job's report, once, when it has ended (written before this returns, unless the
         reader takes longer than DRAIN_AT_EXIT_S)."""
-        self._write(self._err, render_report(summary).encode("utf-8", "replace"))
+        self._write(self._err, (render_report(summary).encode("utf-8", "replace"),))
         writer = self._writers.get(id(self._err))
         if writer is not None:  # the report's own stream first: a slow stdout reader cannot hold it up
             writer.drain(DRAIN_AT_EXIT_S)
@@ -164,14 +170,28 @@ class Console:
         for writer in list(self._writers.values()):
             writer.drain(max(0.0, deadline - time.monotonic()))
 
-    def _write(self, stream: BinaryIO, data: bytes, droppable: bool = False) -> None:
+    def _write(
+        self, stream: BinaryIO, parts: Tuple[Buffer, ...], droppable: bool = False, lines: Optional[bytes] = None
+    ) -> None:
         """Queue the data for the stream's writer thread. A reader that went away (``| head``) or a
         terminal that hung up turns that stream off, not the job, and not the other stream (the
         report still reaches stderr when stdout's reader is gone)."""
         writer = self._writers.get(id(stream))
         if writer is None:
             writer = self._writers[id(stream)] = _Writer(stream)
-        writer.put(data, droppable)
+        writer.put(parts, droppable, lines)
+
+
+def collapse_progress(block: Block) -> Block:
+    """A block with progress updates (lines ended by a bare ``\\r``) as the console shows it: a run of
+    updates as its last, every line ended by ``\\n``."""
+    lines = split_lines(block)
+    shown = [
+        line.rstrip("\r")
+        for i, line in enumerate(lines)
+        if not (is_progress(line) and i + 1 < len(lines) and is_progress(lines[i + 1]))
+    ]
+    return "".join(line + "\n" for line in shown).encode("utf-8", "surrogateescape")
 
 
 def silence(stream: BinaryIO) -> None:

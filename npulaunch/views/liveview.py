@@ -18,8 +18,9 @@ from rich.text import Text
 
 from npulaunch.config.cluster import ConsoleMode
 from npulaunch.diagnose.summary import JobSummary
+from npulaunch.host.agent.tail import Block, count_lines, split_lines, tail_lines
 from npulaunch.host.events import Event, EventKind, signature_label
-from npulaunch.host.progress import find_step
+from npulaunch.host.progress import LOOK_BACK, find_step
 from npulaunch.host.spec import RankSpec
 from npulaunch.plan.launchplan import LaunchPlan
 from npulaunch.views.console import Console, silence_fd
@@ -80,23 +81,32 @@ class LiveConsole(Console):
                 pass
             silence_fd(1)  # the view writes to stdout
 
-    def rank_output(self, spec: RankSpec, stream: str, lines: List[str]) -> None:
+    def rank_output(self, spec: RankSpec, stream: str, block: Block) -> None:
+        """A block of a rank's lines: counted, its last lines read for the row, and only as many of
+        them decoded as the next frame has room for."""
+        if not block:
+            return
         row, now = self._rows[spec.rank], time.monotonic()
+        count = count_lines(block)
         if row.last_time is not None and now > row.last_time:
-            row.rate = 0.7 * row.rate + 0.3 * (len(lines) / max(now - row.last_time, 0.05))
-        row.lines += len(lines)
+            row.rate = 0.7 * row.rate + 0.3 * (count / max(now - row.last_time, 0.05))
+        row.lines += count
         row.last_time = now
-        row.last_line = lines[-1].rstrip("\r") if lines else row.last_line
-        self._parse_steps(row, lines, now)
+        last = tail_lines(block, LOOK_BACK)
+        row.last_line = last[-1].rstrip("\r") if last else row.last_line
+        self._parse_steps(row, last, now)
         if not self._live_on:
-            super().rank_output(spec, stream, lines)
+            super().rank_output(spec, stream, block)
             return
         if self.shows(spec):
-            room = FRAME_LINES - len(self._frame)
+            room = max(0, FRAME_LINES - len(self._frame))
             style = "red" if stream == "stderr" else ""
             prefix = f"[{spec.label}] "
-            self._frame.extend((prefix + line.rstrip("\r"), style) for line in lines[: max(room, 0)])
-            self._hidden += max(0, len(lines) - max(room, 0))
+            if count > room:  # decode only the lines that fit: a flood costs a split of `room` lines
+                block = b"\n".join(block.split(b"\n", room)[:room]) + b"\n" if room else b""
+            shown = split_lines(block)[:room]
+            self._frame.extend((prefix + line.rstrip("\r"), style) for line in shown)
+            self._hidden += max(0, count - len(shown))
         self._refresh(now)
 
     def _parse_steps(self, row: RankRow, lines: List[str], now: float) -> None:

@@ -199,7 +199,7 @@ def reported(tmp_path: Path, printed: Dict[int, Tuple[str, List[str]]]) -> List[
             plog_dir.mkdir(parents=True)
             (plog_dir / "plog-100_20250101000000000.log").write_text("\n".join(lines) + "\n")
         else:
-            monitor.lines(rank, "stdout", lines)
+            monitor.lines(rank, "stdout", "".join(line + "\n" for line in lines).encode())
     monitor.close()
     return events
 

@@ -8,6 +8,7 @@ import pytest
 from helpers import host_plan, live_pids, wait_until
 
 from npulaunch.host.agent.agent import Agent
+from npulaunch.host.agent.tail import split_lines
 from npulaunch.host.records import RankState
 
 
@@ -18,8 +19,8 @@ def test_an_error_in_the_launcher_kills_every_rank(tmp_path: Path, marker: str) 
         if event.kind.value == "rank_started":
             started.append(event.data["pid"])
 
-    def on_output(spec, stream, lines) -> None:
-        if any(line.startswith("grandchild") for line in lines):
+    def on_output(spec, stream, block) -> None:
+        if any(line.startswith("grandchild") for line in split_lines(block)):
             raise RuntimeError("a bug in the supervisor")
 
     agent = Agent(host_plan(tmp_path, marker, "*=grandchild:hang"), on_event, on_output)
@@ -35,7 +36,7 @@ def test_outcome_of_a_clean_run(tmp_path: Path, marker: str) -> None:
     outcome = Agent(
         host_plan(tmp_path, marker, "0=exit:0", "1=exit:0"),
         lambda e: None,
-        lambda spec, stream, lines: seen.extend((spec.rank, line) for line in lines),
+        lambda spec, stream, block: seen.extend((spec.rank, line) for line in split_lines(block)),
     ).run()
     assert [r.state for r in outcome.ranks] == [RankState.SUCCEEDED, RankState.SUCCEEDED]
     assert outcome.stop_signal is None and outcome.strays_killed == []
@@ -94,7 +95,9 @@ def test_a_stopped_ranks_big_backlog_is_scanned_but_not_shown(
     plan = host_plan(tmp_path, marker, "0=exit:1@1.0", "1=exit:1@1.0")
     ranks = (replace(plan.ranks[0], argv=(sys.executable, "-c", FLOOD_ON_TERM)), plan.ranks[1])
     events, shown = [], []
-    agent = Agent(replace(plan, ranks=ranks), events.append, lambda spec, stream, lines: shown.extend(lines))
+    agent = Agent(
+        replace(plan, ranks=ranks), events.append, lambda spec, stream, block: shown.extend(split_lines(block))
+    )
     agent.start()
     while agent.step(0.1):
         if any(e.kind.value == "rank_exited" and e.rank == 1 for e in events) and not agent._stopping:

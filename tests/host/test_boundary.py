@@ -167,6 +167,7 @@ def test_the_agent_runs_ranks_on_python_3_7(tmp_path: Path) -> None:
 import json, sys
 sys.path.insert(0, {str(ROOT)!r})
 from npulaunch.host.agent.agent import Agent
+from npulaunch.host.agent.tail import split_lines
 from npulaunch.host.spec import HostPlan, RankSpec
 ranks = []
 for rank in range(2):
@@ -178,7 +179,7 @@ for rank in range(2):
 plan = HostPlan(job_id="py37", job_uuid="u37", host="localhost", node_rank=0, job_dir={str(tmp_path)!r},
                 grace_period_s=1.0, ranks=tuple(ranks))
 lines = []
-outcome = Agent(plan, lambda e: None, lambda spec, stream, got: lines.extend(got)).run()
+outcome = Agent(plan, lambda e: None, lambda spec, stream, got: lines.extend(split_lines(got))).run()
 print(json.dumps({{"version": sys.version_info[:2], "codes": [r.exit_code for r in outcome.ranks],
                    "lines": sorted(lines)}}))
 """

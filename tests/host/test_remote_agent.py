@@ -63,7 +63,7 @@ def test_the_agent_runs_a_plan_and_streams_events(agent_zip: str, tmp_path: Path
     channel = Channel(agent_zip, {"plan": host_plan_dict(tmp_path, marker, "*=say:hello"), "heartbeat_timeout_s": 0})
     channel.pump(lambda: "done" in channel.kinds())
     assert channel.kinds().count("rank_started") == 2 and channel.kinds().count("rank_exited") == 2
-    said = [line for m in channel.messages if m["type"] == "output" for line in m["lines"]]
+    said = [line for m in channel.messages if m["type"] == "output" for line in m["text"].splitlines()]
     assert said.count("hello") == 2
     done = channel.messages[-1]
     assert [r["state"] for r in done["ranks"]] == ["succeeded", "succeeded"] and done["controller_lost"] == ""

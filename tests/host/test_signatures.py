@@ -161,3 +161,44 @@ def test_plog_timestamps() -> None:
     t = parse_plog_time("[ERROR] HCCL(1,python3):2024-01-02-03:04:05.678.901 [x.cc:1] EI0006")
     assert t is not None and time.localtime(t)[:6] == (2024, 1, 2, 3, 4, 5) and abs(t % 1 - 0.678901) < 1e-5
     assert parse_plog_time("no stamp here") is None
+
+
+def block_of(lines: List[str]) -> bytes:
+    return "".join(line + "\n" for line in lines).encode()
+
+
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
+def test_a_block_finds_what_its_lines_would(row: Dict[str, Any]) -> None:
+    """The block path (gates, then the needles in bytes) finds every real line among ordinary ones,
+    whatever the gates learnt from the blocks before, and in upper case where the needle is folded."""
+    matcher = Matcher()
+    filler = ORDINARY[1:] * 50
+    assert matcher.scan_block(block_of(filler)) == ([], [])  # teaches the gates this text
+    lines, found = matcher.scan_block(block_of(filler + [row["line"]] + filler))
+    assert [(lines[index], signature.code) for index, signature in found] == [(row["line"], row["code"])]
+    assert matcher.scan_block(block_of(filler)) == ([], [])
+
+
+def test_folded_needles_are_found_in_any_case_and_progress_updates_are_matched_without_their_cr() -> None:
+    matcher = Matcher()
+    for text in (
+        b"x\nbash: line 1: 7 SEGMENTATION FAULT (core dumped) python3 t.py\n",
+        b"10%\rTraceback (most recent call last):\r\n",
+    ):
+        lines, found = matcher.scan_block(text)
+        assert [signature.name for _, signature in found] in (["segfault"], ["python-traceback"]), text
+        assert not any(line.endswith("\r") for line in lines)
+
+
+def test_a_block_with_no_needle_character_is_passed_by_the_gates_alone() -> None:
+    """The gates: a block lacking a rare character of every needle is not searched for the needles
+    (no lower-casing, no needle search); each gate remembers which character closed it."""
+    matcher = Matcher()
+    searched: List[bytes] = []
+    for gate in matcher._gates:
+        original = gate.search
+        gate.search = lambda block, original=original: searched.append(block) or original(block)  # type: ignore[misc]
+    plain = b"".join(b"line %07d rank %02d %s\n" % (i, 3, b"x" * 58) for i in range(1000))
+    assert matcher.scan_block(plain) == ([], [])
+    digits_only = [gate for gate in matcher._gates if all(b"".join(forms).isdigit() for forms in gate.chars)]
+    assert len(searched) == len(digits_only)  # only the numeric codes' gate cannot close on this text

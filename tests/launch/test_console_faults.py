@@ -159,15 +159,19 @@ def test_the_local_runner_counts_what_the_console_has_no_room_for(tmp_path: Path
 
     runner = local.LocalRunner(host_plan(tmp_path, "cap-marker", "*=exit:0"), {})
     spec = runner.agent.plan.ranks[0]
-    batch = ["x"] * 1000
-    for _ in range(local.MAX_PENDING_LINES // 1000 + 5):
-        runner._output(spec, "stdout", batch)
+    block = b"x\n" * 1000  # 2,000 bytes
+    for _ in range(local.MAX_PENDING_BYTES // 2000 + 5):
+        runner._output(spec, "stdout", block)
     items = runner.items(0.0)
-    kept = sum(len(item.lines) for item in items if item.lines != [items[-1].lines[0]])
-    assert kept == local.MAX_PENDING_LINES  # queued up to the cap, not beyond
-    assert items[-1].lines == [
-        "[npulaunch: 5,000 lines not shown here (the console fell behind); all are in the rank's log]"
-    ]
+    kept = sum(len(item.block) for item in items[:-1])
+    assert kept == local.MAX_PENDING_BYTES // 2000 * 2000  # queued up to the cap, not beyond
+    dropped = (local.MAX_PENDING_BYTES // 2000 + 5) * 1000 - kept // 2
+    assert (
+        items[-1].block
+        == (
+            f"[npulaunch: {dropped:,} lines not shown here (the console fell behind); all are in the rank's log]\n"
+        ).encode()
+    )
     runner.close()
 
 

@@ -17,6 +17,7 @@ import pytest
 from helpers import RANKS, TESTS, host_plan, require, run_cli
 
 from npulaunch.host.agent.agent import Agent
+from npulaunch.host.agent.tail import split_lines
 from npulaunch.host.events import EventKind
 from npulaunch.host.topology import Binding, format_cpulist
 
@@ -161,7 +162,7 @@ def test_the_agent_binds_ranks_the_plan_left_to_their_host(tmp_path: Path, marke
     outcome = Agent(
         agent_plan(tmp_path, marker, 2, Binding("blocks")),
         events.append,
-        lambda spec, stream, got: lines.extend(f"{spec.rank} {line}" for line in got),
+        lambda spec, stream, got: lines.extend(f"{spec.rank} {line}" for line in split_lines(got)),
     ).run()
     assert [r.exit_code for r in outcome.ranks] == [0, 0]
     half = len(HERE) // 2

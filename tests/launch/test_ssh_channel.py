@@ -13,6 +13,7 @@ from typing import List
 import pytest
 from helpers import host_plan_dict, live_pids, wait_until
 
+from npulaunch.host.agent.tail import split_lines
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.spec import HostPlan
 from npulaunch.host.wire import Closed, Command, Done, FromAgent, Output, Probe, ProbeAnswer, Start
@@ -36,7 +37,7 @@ def start_message(tmp_path: Path, marker: str, *behaviours: str, heartbeat_timeo
 
 
 def output_lines(got: List[FromAgent]) -> List[str]:
-    return [line for m in got if isinstance(m, Output) for line in m.lines]
+    return [line for m in got if isinstance(m, Output) for line in split_lines(m.block())]
 
 
 def started_pids(got: List[FromAgent]) -> List[int]:

@@ -42,7 +42,7 @@ def test_the_local_runner_hands_out_events_and_output_and_stops_between_pulls(tm
             lambda g: kinds(g).count(EventKind.RANK_STARTED) == 2 and sum(isinstance(i, RankOutput) for i in g) >= 2,
         )
         pids = [i.data["pid"] for i in got if isinstance(i, Event) and i.kind is EventKind.RANK_STARTED]
-        assert {i.lines[0].split()[0] for i in got if isinstance(i, RankOutput)} == {"ready"}
+        assert {i.block.split()[0] for i in got if isinstance(i, RankOutput)} == {b"ready"}
         assert not runner.done
         runner.stop("the test asked")  # a decision between two pulls, not inside the agent's own calls
         got += pull_until(runner, lambda g: runner.done, timeout_s=10)

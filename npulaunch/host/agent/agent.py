@@ -25,7 +25,7 @@ from npulaunch.host.agent.inbox import SignalInbox
 from npulaunch.host.agent.monitor import Monitor
 from npulaunch.host.agent.prepare import prepare_rank
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S, StackDumps, remove_unused
-from npulaunch.host.agent.tail import FileTail, Line, LineSplitter
+from npulaunch.host.agent.tail import Block, FileTail, count_lines
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.files import write_once
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
@@ -38,11 +38,6 @@ POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes th
 # does not sleep while any log has more.
 TURN_READ_BYTES = 256 << 10
 FAST_DRAIN_BYTES = 8 << 20  # a stopped rank's unread output beyond this is drained without the console
-
-
-def _split(block: bytes) -> List[Line]:
-    splitter = LineSplitter()
-    return splitter.feed(block) + splitter.flush()
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -59,7 +54,7 @@ def stop_signals() -> Tuple[int, ...]:
 
 SPAWN_FAILED_EXIT_CODE = 127
 
-OutputSink = Callable[[RankSpec, str, List[Line]], None]
+OutputSink = Callable[[RankSpec, str, Block], None]  # a block of whole lines (host/agent/tail.py)
 EventSink = Callable[[Event], None]
 
 
@@ -261,9 +256,9 @@ class Agent:
                 if proc.state is RankState.STOPPED and tail.unread_bytes() > FAST_DRAIN_BYTES:
                     self._drain_fast(proc, tail, stream)
                     continue
-                for lines in tail.drain():  # in batches: a rank may exit with 200 MB not yet read
-                    self._output(proc.spec, stream, lines)
-                    self.monitor.lines(proc.spec.rank, stream, lines)
+                for block in tail.drain():  # in blocks: a rank may exit with 200 MB not yet read
+                    self._output(proc.spec, stream, block)
+                    self.monitor.lines(proc.spec.rank, stream, block)
         self.monitor.close()
         remove_unused([proc.spec.rank_dir for proc in self.ranks])  # empty stack files, markers
         if self._guard is not None:
@@ -273,18 +268,15 @@ class Agent:
 
     def _drain_fast(self, proc: RankProcess, tail: FileTail, stream: str) -> None:
         """The backlog of a rank npulaunch stopped, when it is big (a flood): every block is still
-        looked at for signatures, as one text (a C-speed search), and split into lines only when
-        one may be there; its lines are not shown on the console, and a note says how many."""
+        looked at for signatures and progress, but its lines are not shown on the console (a note
+        says how many), so that the job's end does not wait for the console to take them."""
         skipped = 0
-        for block in tail.drain_blocks():
-            text = block.decode("utf-8", "replace")
-            if self.monitor.may_match(text):
-                lines = _split(block)
-                self.monitor.lines(proc.spec.rank, stream, lines)
-            skipped += text.count("\n") + (0 if text.endswith("\n") else 1)
+        for block in tail.drain():
+            self.monitor.lines(proc.spec.rank, stream, block)
+            skipped += count_lines(block)
         if skipped:
-            note = f"[npulaunch: {skipped:,} lines written before the rank stopped are not shown; all are in its log]"
-            self._output(proc.spec, stream, [note])
+            note = f"[npulaunch: {skipped:,} lines written before the rank stopped are not shown; all are in its log]\n"
+            self._output(proc.spec, stream, note.encode())
 
     def _wait(self, timeout_s: Optional[float] = None) -> None:
         assert self._inbox is not None
@@ -436,12 +428,12 @@ class Agent:
 
     def _pump_rank(self, proc: RankProcess, limit_bytes: int) -> None:
         for tail, stream in zip(proc.tails, ("stdout", "stderr")):
-            lines = tail.read_lines(limit_bytes)
+            block = tail.read(limit_bytes)
             if tail.last_read >= limit_bytes:
                 self._backlog = True
-            if lines:
-                self._output(proc.spec, stream, lines)
-                self.monitor.lines(proc.spec.rank, stream, lines)
+            if block:
+                self._output(proc.spec, stream, block)
+                self.monitor.lines(proc.spec.rank, stream, block)
 
     def _clean_up_strays(self) -> List[int]:
         """After every rank has exited: stop what they left behind (TERM, grace, KILL)."""

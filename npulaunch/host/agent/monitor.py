@@ -12,9 +12,9 @@ import re
 import time
 from typing import Callable, Deque, Dict, List, Optional, Set, Tuple
 
-from npulaunch.host.agent.tail import FileTail, Line
+from npulaunch.host.agent.tail import Block, FileTail, count_lines, split_lines, tail_lines
 from npulaunch.host.events import EventKind
-from npulaunch.host.progress import Step, find_step
+from npulaunch.host.progress import LOOK_BACK, Step, find_step
 from npulaunch.host.session import HEARTBEAT_FILE
 from npulaunch.host.signatures import (
     SIGNATURES,
@@ -46,7 +46,7 @@ class Monitor:
         self._plog_tails: Dict[str, Tuple[int, FileTail]] = {}
         self._next_scan = 0.0
         self.hung = False
-        self._progress_re = re.compile(plan.progress_regex) if plan.progress_regex else None
+        self._progress_re = re.compile(plan.progress_regex, re.MULTILINE) if plan.progress_regex else None
         # steps: the job's regex when it captures one, else the common forms (host/progress.py)
         self._step_re = self._progress_re if self._progress_re is not None and self._progress_re.groups else None
         self._lines: Dict[int, int] = {}
@@ -81,32 +81,33 @@ class Monitor:
             data["last"] = True
         self._emit(EventKind.PROGRESS, rank, **data)
 
-    def lines(self, rank: int, stream: str, lines: List[Line]) -> None:
-        """A batch of a rank's output: progress, and the signatures it carries."""
-        if lines:
-            first = rank not in self._lines
-            self._lines[rank] = self._lines.get(rank, 0) + len(lines)
-            step = find_step(lines, self._step_re)
-            if step is not None:
-                self._steps[rank] = step
-            if first or self._clock() >= self._next_sample.get(rank, 0.0):
-                self._sample(rank, first=first)
+    def lines(self, rank: int, stream: str, block: Block) -> None:
+        """A block of a rank's output (whole lines): progress, and the signatures it carries. Looked
+        at whole: its lines are counted, its last ones read for a step, and it is cut into lines only
+        when a signature's needle is in it (host/signatures.py)."""
+        if not block:
+            return
+        first = rank not in self._lines
+        self._lines[rank] = self._lines.get(rank, 0) + count_lines(block)
+        step = find_step(tail_lines(block, LOOK_BACK), self._step_re)
+        if step is not None:
+            self._steps[rank] = step
+        if first or self._clock() >= self._next_sample.get(rank, 0.0):
+            self._sample(rank, first=first)
         seen = self.progress.get(rank)
-        if (
-            seen is not None
-            and lines
-            and (self._progress_re is None or any(self._progress_re.search(line) for line in lines))
-        ):
+        if seen is not None and (self._progress_re is None or self._shows_progress(block)):
             seen.saw(self._clock())
-        joined = "\n".join(lines)
-        if "\r" in joined:  # progress updates: matched without their \r
-            lines = [line.rstrip("\r") for line in lines]
-            joined = "\n".join(lines)
-        self._match(rank, stream, lines, plog=False, joined=joined)
+        self._match(rank, stream, block, plog=False)
 
-    def may_match(self, text: str) -> bool:
-        """Whether any signature could be in ``text`` (the cheap pre-filter, over a whole block)."""
-        return self._matcher._may_match(text)
+    def _shows_progress(self, block: Block) -> bool:
+        """Whether a line of the block matches the job's progress_regex (searched in the whole block
+        at once; a match that spans lines is checked again line by line)."""
+        assert self._progress_re is not None
+        text = block.decode("utf-8", "replace")
+        match = self._progress_re.search(text)
+        if match is None or "\n" not in match.group() and "\r" not in match.group():
+            return match is not None
+        return any(self._progress_re.search(line.rstrip("\r")) for line in split_lines(block))
 
     def timeout_s(self) -> Optional[float]:
         """How long the agent may sleep before the next check."""
@@ -137,7 +138,8 @@ class Monitor:
     def close(self) -> None:
         self._scan_plogs()
         for path, (rank, tail) in sorted(self._plog_tails.items()):
-            self._match(rank, os.path.basename(path), list(tail.close()), plog=True)
+            for block in tail.drain():
+                self._match(rank, os.path.basename(path), block, plog=True)
         self._plog_tails.clear()
 
     # -- internals -----------------------------------------------------------------------------------
@@ -160,13 +162,14 @@ class Monitor:
 
     def _read_plogs(self) -> None:
         for path, (rank, tail) in self._plog_tails.items():
-            texts = tail.read_lines()
-            if texts:
-                self._match(rank, os.path.basename(path), texts, plog=True)
+            block = tail.read()
+            if block:
+                self._match(rank, os.path.basename(path), block, plog=True)
 
-    def _match(self, rank: int, stream: str, texts: List[str], plog: bool, joined: Optional[str] = None) -> None:
+    def _match(self, rank: int, stream: str, block: Block, plog: bool) -> None:
         context = self._context.setdefault((rank, stream), collections.deque(maxlen=CONTEXT_LINES))
-        for index, signature in self._matcher.scan(texts, joined):
+        texts, found = self._matcher.scan_block(block)
+        for index, signature in found:
             if (rank, signature.name) not in self._reported:
                 self._reported.add((rank, signature.name))
                 before = (list(context) + texts[:index])[-CONTEXT_LINES:]
@@ -174,7 +177,8 @@ class Monitor:
                 self._report(
                     rank, stream, texts[index], signature, [t[:500] for t in before], [t[:500] for t in after], plog
                 )
-        context.extend(t[:500] for t in texts[-CONTEXT_LINES:])
+        last = texts[-CONTEXT_LINES:] if texts else tail_lines(block, CONTEXT_LINES)
+        context.extend(t.rstrip("\r")[:500] for t in last)
 
     def _report(
         self, rank: int, stream: str, text: str, signature: Signature, before: List[str], after: List[str], plog: bool

@@ -144,8 +144,8 @@ def main() -> int:
         return 2
     start = Start.from_json(first, DEFAULT_HEARTBEAT_TIMEOUT_S)
 
-    def output(spec: RankSpec, stream: str, lines: List[str]) -> None:
-        sender.send(Output(spec.rank, stream, lines).to_json())
+    def output(spec: RankSpec, stream: str, block: bytes) -> None:
+        sender.send(Output.of(spec.rank, stream, block).to_json())
 
     def emit(event: Event) -> None:
         sender.send(event_to_json(event))

@@ -43,7 +43,7 @@ class FleetRun:
         self._heartbeat_timeout_s = heartbeat_timeout_s
         self._specs = {spec.rank: spec for spec in plan.ranks}
         self._channels: Dict[str, AgentChannel] = {}
-        self._copies: Dict[Tuple[int, str], IO[str]] = {}  # (rank, stream) -> the launcher-side log file
+        self._copies: Dict[Tuple[int, str], IO[bytes]] = {}  # (rank, stream) -> the launcher-side log file
         self._stopping = self._killed = False
         self.stop_signal: Optional[int] = None
         self._messages: "queue.Queue[Tuple[str, FromAgent]]" = queue.Queue()
@@ -174,8 +174,9 @@ class FleetRun:
     def _on_message(self, host: str, message: FromAgent) -> None:
         if isinstance(message, Output):
             spec = self._specs[message.rank]
-            self._gather(spec, message.stream, message.lines)
-            self._out.append(RankOutput(spec, message.stream, message.lines))
+            block = message.block()
+            self._gather(spec, message.stream, block)
+            self._out.append(RankOutput(spec, message.stream, block))
         elif isinstance(message, Event):
             self._out.append(message)
         elif isinstance(message, Done):
@@ -190,15 +191,15 @@ class FleetRun:
             )
             self.stop(f"lost the agent of {host}")
 
-    def _gather(self, spec: RankSpec, stream: str, lines: List[str]) -> None:
+    def _gather(self, spec: RankSpec, stream: str, block: bytes) -> None:
         """Keep a copy of every remote line in the launcher's job directory (rank-N/stdout.log)."""
         copy = self._copies.get((spec.rank, stream))
         if copy is None:
             path = self.plan.log_paths(spec)[0 if stream == "stdout" else 1]
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            copy = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "w", encoding="utf-8")
+            copy = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "wb")
             self._copies[(spec.rank, stream)] = copy
-        copy.write("".join(line if line.endswith("\r") else line + "\n" for line in lines))
+        copy.write(block)
 
     def _on_signal(self, signum: int) -> None:
         if signum not in self._stops:
