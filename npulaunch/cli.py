@@ -293,6 +293,30 @@ COMMANDS: Dict[str, Callable[[argparse.Namespace, Optional[List[str]]], int]] = 
 }
 
 
+def entry() -> None:
+    """The ``npulaunch`` command and ``python -m npulaunch``: ``main``, then a fast exit."""
+    exit_now(main())
+
+
+def exit_now(code: int) -> None:
+    """Leave without tearing the interpreter down, which costs the launcher ~13 ms after a job (its
+    modules and heap freed one by one) and would come after the job's end: the exit handlers run
+    first (the console's last output, ``--debug``'s log file), then the standard streams are flushed.
+    Everything npulaunch writes is closed by then; nothing is left to the garbage collector."""
+    import atexit
+
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if run_exit_handlers is None:  # not CPython: the ordinary exit
+        sys.exit(code)
+    run_exit_handlers()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     command: Optional[List[str]] = None

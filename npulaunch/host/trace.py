@@ -1,5 +1,5 @@
 """Debug logging for the code beside the ranks, at no import cost: records go through ``logging``
-only when the process has already loaded it (the launcher always has; its ``--debug`` gives it a
+only when the process has already loaded it (the launcher does when ``--debug`` asks, and gives it a
 handler). A remote agent never imports ``logging`` (about 3 ms of its start-up, once per host).
 Standard library only, Python 3.7+.
 """

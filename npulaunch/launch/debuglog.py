@@ -6,17 +6,17 @@ what is logged before the job directory exists is held in memory and written fir
 
 from __future__ import annotations
 
-import logging
 import os
+import sys
 from typing import TYPE_CHECKING, Mapping, Optional
 
-if TYPE_CHECKING:  # logging.handlers costs ~8 ms to import: only when --debug asks for it
+if TYPE_CHECKING:  # logging (~7 ms) and logging.handlers (~8 ms) are imported only when --debug asks
+    import logging
     import logging.handlers
 
 DEBUG_VAR = "NPULAUNCH_DEBUG"
 FORMAT = "%(asctime)s.%(msecs)03d %(name)s: %(message)s"
 DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
-_ROOT = logging.getLogger("npulaunch")
 _held: "Optional[logging.handlers.MemoryHandler]" = None  # records kept until the job directory exists
 
 
@@ -31,14 +31,23 @@ def enable() -> None:
     import logging.handlers
 
     if _held is None and not enabled():
-        _ROOT.setLevel(logging.DEBUG)
-        _ROOT.propagate = False
+        root = _root()
+        root.setLevel(logging.DEBUG)
+        root.propagate = False
         _held = logging.handlers.MemoryHandler(capacity=1 << 20, flushLevel=logging.CRITICAL + 1)
-        _ROOT.addHandler(_held)
+        root.addHandler(_held)
+
+
+def _root() -> "logging.Logger":
+    import logging
+
+    return logging.getLogger("npulaunch")
 
 
 def enabled() -> bool:
-    return _ROOT.isEnabledFor(logging.DEBUG) and bool(_ROOT.handlers)
+    """Whether records are kept (never, when nothing has loaded ``logging``: host/trace.py then drops them)."""
+    logging = sys.modules.get("logging")
+    return logging is not None and _root().isEnabledFor(logging.DEBUG) and bool(_root().handlers)
 
 
 def write_to(path: str) -> None:
@@ -46,23 +55,30 @@ def write_to(path: str) -> None:
     global _held
     if _held is None:
         return
+    import logging
+
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(FORMAT, DATE_FORMAT))
     _held.setTarget(handler)
     _held.flush()
-    _ROOT.removeHandler(_held)
+    _root().removeHandler(_held)
     _held.close()
     _held = None
-    _ROOT.addHandler(handler)
+    _root().addHandler(handler)
 
 
 def disable() -> None:
     """Stop recording and close the file (tests run several jobs in one process)."""
     global _held
     _held = None
-    for handler in list(_ROOT.handlers):
-        _ROOT.removeHandler(handler)
+    if "logging" not in sys.modules:
+        return
+    import logging
+
+    root = _root()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
         handler.close()
-    _ROOT.setLevel(logging.NOTSET)
-    _ROOT.propagate = True
+    root.setLevel(logging.NOTSET)
+    root.propagate = True

@@ -5,19 +5,17 @@ summary.json is the last attempt's, with every attempt listed.
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Callable, List, Mapping, Optional
 
 from npulaunch.diagnose.summary import AttemptRecord, JobSummary
 from npulaunch.host.errors import PlanError
+from npulaunch.host.trace import debug
 from npulaunch.launch.jobdir import write_summary
 from npulaunch.launch.local import LocalRunner
 from npulaunch.launch.runner import Console, RankRunner
 from npulaunch.launch.supervisor import Supervisor
 from npulaunch.plan.launchplan import LaunchPlan
-
-log = logging.getLogger(__name__)
 
 
 def should_restart(summary: JobSummary, attempt: int, max_restarts: int) -> bool:
@@ -57,7 +55,7 @@ def run_with_restarts(
         if not should_restart(summary, attempt, max_restarts):
             break
         why = record.root_cause.label if record.root_cause else "?"
-        log.debug("retryable failure (%s): restarting, attempt %d", why, attempt + 1)
+        debug(__name__, "retryable failure (%s): restarting, attempt %d", why, attempt + 1)
         console.message(
             f"the failure is retryable ({why}): restarting the job, attempt {attempt + 1} of {max_restarts + 1}"
         )

@@ -8,7 +8,6 @@ Console. Nothing calls back into it: it acts between two pulls from the runner.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from dataclasses import replace
@@ -22,6 +21,7 @@ from npulaunch.host.errors import PlanError
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.records import RankState
 from npulaunch.host.redact import redact_argv
+from npulaunch.host.trace import debug
 from npulaunch.launch import debuglog
 from npulaunch.launch.jobdir import (
     open_events,
@@ -36,8 +36,6 @@ from npulaunch.plan.launchplan import LaunchPlan
 KEPT_FOR_REPORT = (EventKind.SIGNATURE_MATCHED, EventKind.HANG_DETECTED)
 PULL_TIMEOUT_S = 0.5  # the longest the loop waits on the runner before checking its own deadlines
 DUMP_WAIT_S = STACK_DUMP_LIMIT_S + 2.0  # a remote host's STACKS_DUMPED may never come: stop anyway
-
-log = logging.getLogger(__name__)
 
 
 class Supervisor:
@@ -83,13 +81,13 @@ class Supervisor:
                     f"{plan.node} ({plan.hosts[plan.node]})"
                 )
             self.console.message(f"job {plan.job_id}{attempt}: starting {what}, logs in {layout.attempt_dir}")
-            log.debug("job %s%s: starting %s in %s", plan.job_id, attempt, what, layout.attempt_dir)
+            debug(__name__, "job %s%s: starting %s in %s", plan.job_id, attempt, what, layout.attempt_dir)
             try:
                 self.runner.start()
                 self._loop()
                 outcome = self.runner.result()
             finally:
-                log.debug("closing the runner")
+                debug(__name__, "closing the runner")
                 self.runner.close()
             summary = build_report(plan, outcome, start, time.time(), self._kept)
             self._record(
@@ -114,7 +112,7 @@ class Supervisor:
             write_attempt_summary(layout, summary)
         except OSError as exc:
             self.record_error = self.record_error or f"cannot write {layout.attempt_summary_path}: {exc.strerror}"
-        log.debug("attempt finished: %s, exit code %d", summary.status.value, summary.exit_code)
+        debug(__name__, "attempt finished: %s, exit code %d", summary.status.value, summary.exit_code)
         self.console.report(summary)
         if self.record_error is not None:
             self.console.message(
@@ -127,7 +125,7 @@ class Supervisor:
         directory): keep supervising, say so once now, and once more under the report."""
         if self.record_error is None:
             self.record_error = f"cannot write {path}: {exc.strerror or exc}"
-            log.debug("record write failed: %s", self.record_error)
+            debug(__name__, "record write failed: %s", self.record_error)
             self.console.message(
                 f"warning: {self.record_error}; the job goes on, what happens is kept in memory and reported here"
             )
@@ -149,7 +147,7 @@ class Supervisor:
     def _stop_now(self, why: str) -> None:
         reason = self._stop_after_dumps[0] if self._stop_after_dumps else why
         self._stop_after_dumps = None
-        log.debug("stopping the job: %s (%s)", reason, why)
+        debug(__name__, "stopping the job: %s (%s)", reason, why)
         self.runner.stop(reason)
 
     def _record(self, event: Event) -> None:
@@ -167,7 +165,8 @@ class Supervisor:
     def _on_event(self, event: Event) -> None:
         """Record every event; apply fail-fast; tell the user what npulaunch is doing."""
         self._record(event)
-        log.debug(
+        debug(
+            __name__,
             "event %s host=%s rank=%s %s",
             event.kind.value,
             event.host,
@@ -188,7 +187,7 @@ class Supervisor:
                 f"({data['cls']}, a {data['signature_kind']}): {line[:200]}"
             )
             if data.get("fatal"):
-                log.debug("fatal signature on rank %s: stopping the job", event.rank)
+                debug(__name__, "fatal signature on rank %s: stopping the job", event.rank)
                 self.runner.stop(f"rank {event.rank} reported {signature_label(data)}")
             return
         if kind is EventKind.HANG_DETECTED:
@@ -196,8 +195,11 @@ class Supervisor:
             self.console.message(
                 f"hang: {scope} printed nothing for more than {data['limit_s']:g} s ({data['phase']}); stopping the job"
             )
-            log.debug(
-                "hang: dumping the stacks of ranks %s, stopping when written (at most %g s)", data["ranks"], DUMP_WAIT_S
+            debug(
+                __name__,
+                "hang: dumping the stacks of ranks %s, stopping when written (at most %g s)",
+                data["ranks"],
+                DUMP_WAIT_S,
             )
             self._stop_after_dumps = ("hang detected", time.monotonic() + DUMP_WAIT_S)
             self.runner.dump_stacks(data["ranks"])
@@ -216,7 +218,7 @@ class Supervisor:
         if failed:
             why = describe_exit(data.get("exit_code"), data.get("signal"), data.get("error"))
             self.console.message(f"rank {event.rank} {why}; stopping the job")
-            log.debug("rank %s failed (%s): stopping the job", event.rank, why)
+            debug(__name__, "rank %s failed (%s): stopping the job", event.rank, why)
             self.runner.stop(f"rank {event.rank} failed")
         elif kind is EventKind.SIGNAL_RECEIVED:
             self.console.message(

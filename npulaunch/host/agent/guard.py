@@ -63,7 +63,8 @@ def main() -> None:
     # The terminal's Ctrl-C and hang-up are for the agent; the guard must stay to clean up after it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    sys.exit(serve(sys.stdin))
+    # no interpreter teardown: the agent's last write wakes us, and our exit should cost it nothing
+    os._exit(serve(sys.stdin))
 
 
 class Guard:

@@ -13,12 +13,10 @@ Python 3.7 (the probe runs this on the hosts).
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 import signal
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.host.agent import healthparse as parse
@@ -201,6 +199,8 @@ def _nics(calls: Calls, devices: Sequence[int], skipped: List[List[Any]]) -> Dic
             return device, name, None, str(exc)
         return device, name, _nic_value(name, status, out, err), ""
 
+    from concurrent.futures import ThreadPoolExecutor  # ~4 ms (logging, queue): only with NPUs to ask about
+
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         for device, name, value, why in pool.map(ask_one, jobs):
             if why:
@@ -273,7 +273,7 @@ def toolkit_version(env: Mapping[str, str], root: str) -> Optional[List[str]]:
     set_env.sh), else the default install (``ascend-toolkit/latest``; ``cann`` from CANN 8.5.0)."""
     bases = [env[name] for name in TOOLKIT_VARS if env.get(name)]
     bases += [os.path.join(root, "ascend-toolkit", "latest"), os.path.join(root, "cann")]
-    arch = platform.machine()
+    arch = os.uname().machine  # what platform.machine() returns on Linux, without importing platform
     for base in bases:
         candidates = [os.path.join(base, f"{arch}-linux", "ascend_toolkit_install.info")]
         try:
@@ -310,6 +310,8 @@ def pings(ask: Dict[str, Any], runner: Callable[..., Tuple[int, str, str]] = run
             return [device, peer, None, None, str(exc)]
         sent, received, failure = parse.parse_ping(out + err)
         return [device, peer, sent, received, failure]
+
+    from concurrent.futures import ThreadPoolExecutor  # ~4 ms (logging, queue): only with NPUs to ask about
 
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         results = list(pool.map(ping, ask.get("pairs") or []))
