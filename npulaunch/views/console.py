@@ -111,6 +111,8 @@ class Console:
         self._err = err if err is not None else sys.stderr.buffer
         self._show_host = show_host
         self._writers: Dict[int, _Writer] = {}  # by id(stream), made when first written to
+        # ranks' lines for /dev/null are not formatted at all (npulaunch run ... > /dev/null: no one reads them)
+        self._discarded = {id(s) for s in (self._out, self._err) if is_devnull(s)}
         atexit.register(self.drain, DRAIN_AT_EXIT_S)
 
     def prefix(self, spec: RankSpec) -> bytes:
@@ -129,14 +131,15 @@ class Console:
         """Show one block of a rank's lines (bytes as the rank wrote them: the prefix goes after each
         newline in one pass in C, never a Python step per line); runs of progress updates (``\\r``)
         collapse to the last."""
-        if not block or not self.shows(spec):
+        target = self._err if stream == "stderr" else self._out
+        if not block or not self.shows(spec) or id(target) in self._discarded:
             return
         prefix = self.prefix(spec)
         if b"\r" in block:
             block = collapse_progress(block)
         body = block.replace(b"\n", b"\n" + prefix)  # ends with a prefix, which is not written
         self._write(
-            self._err if stream == "stderr" else self._out,
+            target,
             (prefix, memoryview(body)[: len(body) - len(prefix)]),
             droppable=True,
             lines=block,
@@ -192,6 +195,19 @@ def collapse_progress(block: Block) -> Block:
         if not (is_progress(line) and i + 1 < len(lines) and is_progress(lines[i + 1]))
     ]
     return "".join(line + "\n" for line in shown).encode("utf-8", "surrogateescape")
+
+
+def is_devnull(stream: BinaryIO) -> bool:
+    """Whether the stream writes to /dev/null (the same character device)."""
+    import os
+    import stat
+
+    try:
+        mode = os.fstat(stream.fileno())
+        null = os.stat(os.devnull)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return stat.S_ISCHR(mode.st_mode) and mode.st_rdev == null.st_rdev
 
 
 def silence(stream: BinaryIO) -> None:

@@ -212,3 +212,22 @@ def test_a_slow_reader_does_not_hold_up_the_failure_or_the_report(tmp_path: Path
     assert finished - failed < 5.0  # teardown did not wait for the reader (it would need minutes)
     assert took < 30.0, took  # and the launcher waited for it at most DRAIN_AT_EXIT_S at the end
     assert wait_until(lambda: not marked_pids(marker), 10)
+
+
+def test_rank_lines_for_dev_null_are_not_formatted_but_a_file_gets_them_prefixed(tmp_path: Path) -> None:
+    from helpers import host_plan
+
+    from npulaunch.config.cluster import ConsoleMode
+    from npulaunch.views.console import Console, is_devnull
+
+    spec = host_plan(tmp_path, "console-marker", "*=exit:0").ranks[0]
+    block = b"one\r\ntwo\n10%\r50%\r100%\n"  # a run of progress updates shows as its last
+    with open(os.devnull, "wb") as null, open(tmp_path / "err", "wb") as err:
+        assert is_devnull(null) and not is_devnull(err)
+        console = Console(ConsoleMode.ALL, out=null, err=err)
+        console.rank_output(spec, "stdout", block)
+        console.rank_output(spec, "stderr", block)
+        console.drain(5.0)
+        assert list(console._writers) == [id(err)]  # nothing was queued for /dev/null
+    prefix = f"[{spec.label}] "
+    assert (tmp_path / "err").read_text() == f"{prefix}one\n{prefix}two\n{prefix}50%\n{prefix}100%\n"
