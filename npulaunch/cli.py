@@ -93,8 +93,21 @@ def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from npulaunch.views.planview import render_plan_table
 
     plan = _prepare(args, command)
-    if args.json:
-        inherited = {host: dict(os.environ) for host in plan.hosts if host in plan.local_names}
+    inherited = {host: dict(os.environ) for host in plan.hosts if host in plan.local_names}
+    if args.rank is not None:
+        import json
+
+        from npulaunch.plan.planjson import rank_to_dict
+        from npulaunch.views.planview import render_rank
+
+        spec = next((spec for spec in plan.ranks if spec.rank == args.rank), None)
+        if spec is None:
+            raise UsageError(f"--rank {args.rank}: the job has ranks 0 to {plan.world_size - 1}")
+        entry = rank_to_dict(spec, inherited.get(spec.host, {}), plan.rank_device(spec))
+        sys.stdout.write(
+            json.dumps(entry, indent=2) + "\n" if args.json else render_rank(entry, spec.host in inherited)
+        )
+    elif args.json:
         write_plan_json(sys.stdout, plan, inherited)
     else:
         sys.stdout.write(render_plan_table(plan))

@@ -99,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_job_flags(plan)
     plan.add_argument("--json", action="store_true", help="the full plan as JSON (environments included)")
+    plan.add_argument(
+        "--rank",
+        type=int,
+        metavar="N",
+        help="only rank N, with its complete environment and where each value comes from",
+    )
     execute = commands.add_parser(
         "exec",
         help="rank mode: become one rank of a job the scheduler started",

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence
 
 import psutil
 import pytest
@@ -280,3 +280,10 @@ def imports_of(path: Path, name: str = "") -> Iterator[Import]:
             for alias in node.names:
                 if alias.name != "*":
                     yield Import(f"{where}:{node.lineno}", f"{source}.{alias.name}", in_function)
+
+
+def full_plan(plan: Dict[str, Any]) -> Dict[str, Any]:
+    """plan.json / plan --json with every rank's complete environment (planjson.full_rank), as tests read it."""
+    from npulaunch.plan.planjson import full_rank
+
+    return {**plan, "ranks": [full_rank(plan, rank) for rank in plan["ranks"]]}

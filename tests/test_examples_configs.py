@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, base_env, job_dirs, npulaunch_argv, run_cli
+from helpers import ROOT, base_env, full_plan, job_dirs, npulaunch_argv, run_cli
 
 # world size of every shipped YAML; a new file must be added here (see the test below)
 WORLD_SIZES = {
@@ -42,7 +42,7 @@ def test_every_shipped_yaml_has_an_expected_world_size() -> None:
 def test_shipped_yaml_plans(name: str, world_size: int) -> None:
     result = run_cli("plan", name, "--json")
     assert result.returncode == 0, result.stderr
-    plan = json.loads(result.stdout)
+    plan = full_plan(json.loads(result.stdout))
     assert plan["world_size"] == world_size == len(plan["ranks"])
     assert [r["rank"] for r in plan["ranks"]] == list(range(world_size))
     assert {r["env"]["RANK_SIZE"] for r in plan["ranks"]} == {str(world_size)}
@@ -60,7 +60,7 @@ def test_shipped_yaml_plans(name: str, world_size: int) -> None:
     ],
 )
 def test_shipped_yaml_rank_table_decision(name: str, has_table: bool) -> None:
-    plan = json.loads(run_cli("plan", name, "--json").stdout)
+    plan = full_plan(json.loads(run_cli("plan", name, "--json").stdout))
     assert (plan["rank_table"] is not None) == has_table
     assert all(("RANK_TABLE_FILE" in r["env"]) == has_table for r in plan["ranks"])
 
@@ -103,7 +103,7 @@ def env_plan(tmp_path: Path, log_dir: Path) -> dict:
     result = run_cli("plan", str(path), "--json", env={"NPLTEST_INHERITED_PASSWORD": "inherited-secret"})
     assert result.returncode == 0, result.stderr
     assert job_dirs(log_dir) == []
-    return {"plan": json.loads(result.stdout), "stdout": result.stdout}
+    return {"plan": full_plan(json.loads(result.stdout)), "stdout": result.stdout}
 
 
 def test_plan_json_redacts_secrets(env_plan: dict) -> None:

@@ -115,6 +115,19 @@ def compose_env(
     Returns the environment and where each variable came from."""
     env = {k: v for k, v in inherited.items() if k not in spec.env_unset}
     sources = dict.fromkeys(env, "inherited")
+    own, own_sources = set_by_npulaunch(spec, inherited, inject_dir)
+    env.update(own)
+    sources.update(own_sources)
+    return env, sources
+
+
+def set_by_npulaunch(
+    spec: RankSpec, inherited: Mapping[str, str], inject_dir: Optional[str] = INJECT_DIR
+) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """What compose_env gives the variables the plan sets or prepends to (the rest of the rank's
+    environment is ``inherited`` less ``env_unset``), and where each came from."""
+    env: Dict[str, str] = {}
+    sources: Dict[str, str] = {}
     for name, value in spec.env.items():
         source = spec.env_sources.get(name, "launcher")
         if name in inherited and inherited[name] != value:
@@ -123,6 +136,8 @@ def compose_env(
     for name, first in spec.env_prepend.items():
         if inject_dir is not None:
             first = first.replace(INJECTION_TOKEN, inject_dir)
+        if name not in env and name in inherited and name not in spec.env_unset:
+            env[name], sources[name] = inherited[name], "inherited"
         env[name] = first + os.pathsep + env[name] if env.get(name) else first
         sources[name] = sources[name] + ", launcher (prepended)" if name in sources else "launcher (prepended)"
     return env, sources

@@ -159,12 +159,12 @@ class JobLayout:
         where the launcher gathers a remote rank's output; with ``host``, that remote host's own
         copy (``hosts/<host>/rank-<N>/``: its logs as written there, and its plogs)."""
         where = (HOSTS_DIRNAME, host) if host is not None else ()
-        directory = os.path.join(self.attempt_dir, *where, f"rank-{rank}")
+        directory = os.path.join(self.attempt_dir, *where, f"rank-{rank}")  # never ends with "/"
         return RankPaths(
             directory,
-            os.path.join(directory, STDOUT_FILENAME),
-            os.path.join(directory, STDERR_FILENAME),
-            os.path.join(directory, PLOG_DIRNAME),
+            f"{directory}/{STDOUT_FILENAME}",
+            f"{directory}/{STDERR_FILENAME}",
+            f"{directory}/{PLOG_DIRNAME}",
         )
 
 

@@ -117,8 +117,8 @@ def build_rank_env(
         # An inherited CM_WORKER_SIZE turns the TF Adapter's rank-table mode off, an inherited
         # CM_CHIEF_IP beside RANK_TABLE_FILE turns both modes off (ge_plugin.cc, plan/rankfree.py).
         unset.extend(name for name in CM_VARIABLES if name not in yaml_env)
-    for name, value in launcher.items():
-        env[name], sources[name] = value, "launcher"
+    env.update(launcher)
+    sources.update(dict.fromkeys(launcher, "launcher"))
     return env, tuple(unset), sources
 
 

@@ -15,6 +15,31 @@ from npulaunch.plan.launchplan import LaunchPlan
 SHOWN_RANKS = 8  # per-rank lines (arguments, directories) before "... more in plan --json"
 
 
+def render_rank(entry: Dict[str, Any], inherited_shown: bool) -> str:
+    """One rank (``plan --rank N``, from planjson.rank_to_dict): where it runs, its command, and its
+    complete environment with where each value comes from (``inherited_shown``: the launcher's own
+    environment is part of it, as on this host)."""
+    device = entry["device"]
+    lines = [
+        f"rank {entry['rank']} of {entry['world_size']} on {entry['host']} (node {entry['node_rank']}, "
+        f"local rank {entry['local_rank']}): device {device['physical']}, logical {device['logical']}, "
+        f"ASCEND_DEVICE_ID {device['ascend_device_id']}",
+        f"command: {' '.join(shlex.quote(arg) for arg in entry['argv'])}",
+        f"workdir: {entry['cwd']}",
+        f"logs: {entry['stdout']}, {entry['stderr']}; plogs under {entry['plog_dir']}",
+    ]
+    if entry.get("session_options"):
+        lines.append("session options: " + json.dumps(entry["session_options"], sort_keys=True))
+    env, sources = entry["env"], entry["env_sources"]
+    where = "" if inherited_shown else " (what npulaunch sets; the host's own environment is read there)"
+    lines.append(f"environment, {len(env)} variable{'s' if len(env) != 1 else ''}{where}:")
+    width = min(max((len(name) for name in env), default=0), 40)
+    lines.extend(f"  {name:<{width}} = {value}   [{sources.get(name, '?')}]" for name, value in env.items())
+    if entry.get("env_unset"):
+        lines.append("removed from the inherited environment: " + ", ".join(entry["env_unset"]))
+    return "\n".join(lines) + "\n"
+
+
 def render_plan_table(plan: LaunchPlan) -> str:
     """A header, one row per rank (its device as the rank table names it, as the runtime numbers
     it, and as the rank opens it), then the notes."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional, Tuple
 
 import pytest
-from helpers import job_dirs, run_cli
+from helpers import full_plan, job_dirs, run_cli
 
 # Lines 1-4 of most cases; what a case appends starts on line 5.
 HEAD = "version: 1\njob:\n  command: [python3, train.py]\n  log_dir: LOG\n"
@@ -383,7 +383,7 @@ def test_numbers_meant_as_text_keep_their_yaml_spelling(tmp_path: Path, log_dir:
     path = write_yaml(tmp_path, HEAD + "env: {FOO: 010, BAR: 1.50, BAZ: 7}\n", log_dir)
     result = run_cli("plan", str(path), "--json", "--nproc-per-node", "1")
     assert result.returncode == 0, result.stderr
-    env = json.loads(result.stdout)["ranks"][0]["env"]
+    env = full_plan(json.loads(result.stdout))["ranks"][0]["env"]
     assert (env["FOO"], env["BAR"], env["BAZ"]) == ("010", "1.50", "7")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import full_plan, run_cli
 
 from npulaunch.config.rules import ERROR, WARNING, RuleContext, check_rules
 from npulaunch.config.timeouts import exec_timeout, parse_version
@@ -98,7 +98,7 @@ def test_ranks_get_cann_s_own_exec_timeout_and_the_watchdog_waits_longer(tmp_pat
 
     result = run_cli("plan", str(write(tmp_path, 'cann_version: "6.0.1"\nproduct: atlas-training\n')), "--json")
     assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
+    data = full_plan(json.loads(result.stdout))
     assert all("HCCL_EXEC_TIMEOUT" not in rank["env"] for rank in data["ranks"])
     assert data["monitor"]["hang_timeout_s"] == 1800 + 60
     result = run_cli("plan", str(write(tmp_path, "")), "--json")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import pytest
-from helpers import STANDINS, base_env, job_dirs, run_cli
+from helpers import STANDINS, base_env, full_plan, job_dirs, run_cli
 
 from npulaunch.host.discovery import (
     NpuChip,
@@ -150,7 +150,7 @@ def write_yaml(tmp_path: Path, log_dir: Path, extra: str = "") -> Path:
 def plan_json(path: Path, **env: str) -> dict:
     result = run_cli("plan", str(path), "--json", standins=True, env=env)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return full_plan(json.loads(result.stdout))
 
 
 def test_standins_are_kept_off_path_unless_asked() -> None:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Dict
 
-from helpers import run_cli
+from helpers import full_plan, run_cli
 
 from npulaunch.plan.identity import identity_findings
 
@@ -26,7 +26,7 @@ def test_inherited_identities_are_replaced_or_removed_and_reported(tmp_path: Pat
     inherited = {"RANK_ID": "3", "DEVICE_ID": "7", "POD_NAME": "trainer-0", "CM_WORKER_SIZE": "16"}
     result = plan(tmp_path, inherited)
     assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)
+    data = full_plan(json.loads(result.stdout))
     warnings = "\n".join(data["warnings"])
     assert "has RANK_ID=3, DEVICE_ID=7: each rank gets npulaunch's own value instead" in warnings
     assert "has POD_NAME, CM_WORKER_SIZE: removed from every rank" in warnings

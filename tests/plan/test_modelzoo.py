@@ -11,7 +11,7 @@ import sys
 from typing import Dict, List
 
 import pytest
-from helpers import RANKS, ROOT, run_cli
+from helpers import RANKS, ROOT, full_plan, run_cli
 
 from npulaunch.config.load import parse_config
 from npulaunch.config.yamlsource import parse_yaml
@@ -90,7 +90,7 @@ def test_env_may_not_set_the_modelzoo_rank_variables(tmp_path) -> None:
 def test_the_shipped_modelzoo_example_plans_as_the_8p_script_would_run_each_device() -> None:
     result = run_cli("plan", "cluster_configs/modelzoo-resnet50-2x8.yaml", "--json")
     assert result.returncode == 0, result.stderr
-    plan = json.loads(result.stdout)
+    plan = full_plan(json.loads(result.stdout))
     assert plan["world_size"] == 16
     rank9 = plan["ranks"][9]
     assert "--model_dir=test/output/1/ckpt" in rank9["argv"]

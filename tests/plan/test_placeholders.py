@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import RANKS, run_cli
+from helpers import RANKS, full_plan, run_cli
 
 from npulaunch.config.load import load_config, parse_config
 from npulaunch.config.overrides import Overrides, apply_overrides
@@ -121,5 +121,5 @@ rank_table: none
             device,
             [f"part-{rank:05d}", f"part-{rank + 2:05d}", f"part-{rank + 4:05d}", f"part-{rank + 6:05d}"],
         )
-        env = json.loads((tmp_path / "logs" / "ph" / "plan.json").read_text())["ranks"][rank]["env"]
+        env = full_plan(json.loads((tmp_path / "logs" / "ph" / "plan.json").read_text()))["ranks"][rank]["env"]
         assert env["RUN_TAG"] == f"ph/{rank}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers import ROOT, run_cli
+from helpers import ROOT, full_plan, run_cli
 
 HEAD = """version: 1
 job:
@@ -24,7 +24,7 @@ def plan(tmp_path: Path, body: str) -> dict:
     path.write_text(HEAD.format(root=ROOT, logs=tmp_path / "logs") + body)
     result = run_cli("plan", str(path), "--json")
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return full_plan(json.loads(result.stdout))
 
 
 def test_options_reach_every_rank_typed_and_expanded(tmp_path: Path) -> None:

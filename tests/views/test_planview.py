@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers import run_cli
+from helpers import full_plan, run_cli
 
 from npulaunch.config.load import parse_config
 from npulaunch.config.yamlsource import parse_yaml
@@ -55,7 +55,7 @@ def test_plan_shows_each_ranks_device_mapping_and_the_rank_table_version(tmp_pat
 def test_plan_json_has_the_same_mapping_and_version(tmp_path: Path, log_dir: Path) -> None:
     result = run_cli("plan", str(write(tmp_path, log_dir)), "--json", env={"ASCEND_RT_VISIBLE_DEVICES": "2,3"})
     assert result.returncode == 0, result.stderr
-    plan = json.loads(result.stdout)
+    plan = full_plan(json.loads(result.stdout))
     assert plan["rank_table_version"] == plan["rank_table"]["version"] == "1.2"
     assert "super-node networking" in plan["rank_table_reason"]
     assert [r["device"] for r in plan["ranks"]] == [
@@ -87,3 +87,46 @@ def test_without_a_table_the_plan_says_why() -> None:
     shown = render_plan_table(plan)
     assert "rank table: none (rank_table: none)" in shown
     assert "note: no rank table (rank_table: none): RANK_TABLE_FILE is not set; the 2 ranks cannot use HCCL" in shown
+
+
+def test_plan_json_writes_each_environment_once_and_every_rank_s_complete_environment_is_there() -> None:
+    """Shared base + per-rank differences (planjson): every rank's complete environment, rebuilt with
+    full_rank, is exactly the one rank_to_dict gives for it, for local ranks (which inherit the launcher's
+    environment, with a variable the YAML removes and one it templates) and remote ones."""
+    from npulaunch.plan.planjson import full_rank, rank_to_dict, render_plan_json
+
+    text = (
+        "job:\n  command: [python3, t.py]\n  log_dir: /srv/logs\n"
+        "hosts: [{host: localhost, devices: 3}, {host: 10.0.0.2, devices: 2}]\nrank_table: none\n"
+        "env: {RUN_TAG: 'r{rank}', FOO: bar, DROPPED: null, API_TOKEN: s3cret}\n"
+        # session_injection: auto prepends to PYTHONPATH
+        "session_options: {hcom_parallel: true, dump_path: '/d/{rank}'}\nsession_injection: auto\n"
+    )
+    config = parse_config(parse_yaml(text, "job.yaml"), base_dir="/srv")
+    plan = build_plan(config, "j", "u", Discovery(devices=lambda: [], device_ips=lambda ids: None, environ=lambda: {}))
+    inherited = {"localhost": {"HOME": "/root", "DROPPED": "x", "PATH": "/usr/bin", "RANK_ID": "9", "PYTHONPATH": "/p"}}
+    data = json.loads(render_plan_json(plan, inherited))
+    assert len(data["env_bases"]) == 2 and data["env_bases"][0]["hosts"] == ["localhost"]
+    assert data["env_bases"][0]["env"]["FOO"] == "bar" and data["env_bases"][0]["env"]["API_TOKEN"] == "***"
+    for spec, entry in zip(plan.ranks, data["ranks"]):
+        assert set(entry["env"]) < {name for name in full_rank(data, entry)["env"]}  # only what differs
+        expected = rank_to_dict(spec, inherited.get(spec.host, {}), plan.rank_device(spec))
+        assert full_rank(data, entry) == json.loads(json.dumps(expected)), spec.rank
+    assert data["ranks"][1]["env"]["RUN_TAG"] == "r1" and "FOO" not in data["ranks"][1]["env"]
+    assert "DROPPED" not in full_rank(data, data["ranks"][0])["env"]
+    assert full_rank(data, data["ranks"][0])["env"]["PYTHONPATH"].endswith(":/p")
+
+
+def test_plan_rank_shows_one_rank_complete(tmp_path: Path, log_dir: Path) -> None:
+    path = write(tmp_path, log_dir)
+    shown = run_cli("plan", str(path), "--rank", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("rank 1 of 2 on localhost")
+    assert "  RANK_ID" in shown.stdout and "= 1   [launcher]" in shown.stdout
+    as_json = json.loads(run_cli("plan", str(path), "--rank", "1", "--json", "--job-id", "same").stdout)
+    whole = full_plan(json.loads(run_cli("plan", str(path), "--json", "--job-id", "same").stdout))
+    for entry in (as_json, whole["ranks"][1]):
+        entry["env"].pop("NPULAUNCH_JOB_UUID")  # new for every plan
+    assert as_json == whole["ranks"][1]
+    missing = run_cli("plan", str(path), "--rank", "7")
+    assert missing.returncode == 2 and "--rank 7: the job has ranks 0 to 1" in missing.stderr
