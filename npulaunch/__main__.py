@@ -1,5 +1,5 @@
 """``python -m npulaunch``: the same as the ``npulaunch`` command."""
 
-from npulaunch.cli import entry
+from npulaunch.command import main
 
-entry()
+main()

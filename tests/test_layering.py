@@ -1,5 +1,5 @@
 """The package's stages, read from the source (ast, every import at any depth, ``if TYPE_CHECKING:``
-included): host < config < plan < diagnose < {launch, views} < cli/__main__/session; a stage imports
+included): host < config < plan < diagnose < {launch, views} < cli/command/__main__/session; a stage imports
 only itself and the stages below it, and launch and views do not import each other."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from helpers import PACKAGE, imports_of, module_name, package_sources
 
 # the rank of each stage; "init" is npulaunch/__init__.py (import-free: anyone may import it)
 RANK = {"init": -1, "host": 0, "config": 1, "plan": 2, "diagnose": 3, "launch": 4, "views": 4, "top": 5}
-TOP = ("cli", "cliargs", "__main__", "session")  # the public face: the command line, ``python -m``, the scripts' import
+# the public face: the command line (its entry point and code cache), ``python -m``, the scripts' import
+TOP = ("cli", "cliargs", "command", "codecache", "__main__", "session")
 
 
 def stage_of(module: str) -> Optional[str]:
