@@ -22,6 +22,7 @@ BENCH = Path(__file__).resolve().parent
 # (name, arguments of the full run, arguments of the smoke run, writes its own files under --out)
 BENCHMARKS: List[Tuple[str, List[str], List[str], bool]] = [
     ("compare", [], ["--smoke"], True),
+    ("goals", [], ["--smoke"], True),
     ("plan_scale", [], ["--hosts", "1,64", "--devices", "8", "--repeats", "1"], True),
     ("injection_cost", [], ["--repeats", "2"], False),
     ("burst_memory", [], ["--smoke"], False),

@@ -24,8 +24,11 @@ def test_every_benchmark_runs_in_smoke_mode(tmp_path: Path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    for name in ("compare.md", "plan_scale.md", "injection_cost.md", "ssh_startup.md"):
+    for name in ("compare.md", "goals.md", "plan_scale.md", "injection_cost.md", "ssh_startup.md"):
         text = (tmp_path / name).read_text()
         assert "|---" in text, f"{name} has no table:\n{text}"
     assert "npulaunch" in (tmp_path / "compare.md").read_text()
+    goals = (tmp_path / "goals.md").read_text()  # issue 18's rows, each beside its floor
+    for row in ("| launch 8 trivial ranks | 0.", "| rank failure -> launcher exit during a flood |", "| SSH start-up"):
+        assert row in goals, goals
     assert "| 64 | 8 | 512 |" in (tmp_path / "plan_scale.md").read_text()

@@ -58,7 +58,8 @@ class LiveConsole(Console):
         self._rich = rich_console or RichConsole(highlight=False, soft_wrap=True)
         self._rows: Dict[int, RankRow] = {s.rank: RankRow(s.rank, s.device_id) for s in plan.ranks}
         self._step = re.compile(plan.progress_regex) if plan.progress_regex else None
-        self._live = Live(self._table(), console=self._rich, auto_refresh=False, transient=False)
+        # the table is built when drawn (_Current), so a frame that prints rank lines draws it once, with them
+        self._live = Live(_Current(self._table), console=self._rich, auto_refresh=False, transient=False)
         self._live_on = True
         self._guarded(self._live.start)
         self._next_refresh = 0.0
@@ -154,12 +155,14 @@ class LiveConsole(Console):
         the cost of the view follows the clock, not the number of lines."""
         if self._live_on and (force or now >= self._next_refresh):
             self._next_refresh = now + FRAME_S
-            self._flush_frame()
-            self._guarded(lambda: self._live.update(self._table(), refresh=True))
+            if not self._flush_frame():  # printing the lines drew the table below them
+                self._guarded(self._live.refresh)
 
-    def _flush_frame(self) -> None:
+    def _flush_frame(self) -> bool:
+        """Print the rank lines gathered for this frame (the live table is drawn again below them);
+        False when there were none."""
         if not self._frame and not self._hidden:
-            return
+            return False
         text = Text()
         for index, (line, style) in enumerate(self._frame):
             text.append(line if index == 0 else "\n" + line, style=style)
@@ -170,6 +173,7 @@ class LiveConsole(Console):
             text.append(("\n" if self._frame else "") + note, style="dim")
         self._frame, self._hidden = [], 0
         self._guarded(lambda: self._live.console.print(text, soft_wrap=True))
+        return True
 
     def _table(self) -> Table:
         now = time.monotonic()
@@ -186,3 +190,13 @@ class LiveConsole(Console):
                 str(row.rank), str(row.device_id), row.state, f"{row.rate:.0f}", silent, step, eta, row.last_line[:60]
             )
         return table
+
+
+class _Current:
+    """What the live display shows: the status table as it is when drawn."""
+
+    def __init__(self, build: Callable[[], Table]) -> None:
+        self._build = build
+
+    def __rich__(self) -> Table:
+        return self._build()
