@@ -392,6 +392,7 @@ def plot(rows: list, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.2))
     ax.barh(names, shares, color=["tab:green" if s <= 1 else "tab:red" for s in shares])
     ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_xlim(0, max(shares + [1.0]) * 1.12)  # room for the labels
     ax.set_xlabel("figure / goal (1.0 = the goal of issue 18; left of the line is met)")
     for y, share in enumerate(shares):
         ax.text(share, y, f" {share:.2f}", va="center", fontsize=8)
