@@ -10,7 +10,7 @@ the same code, compiled once. Nothing else changes: ``exec(text)`` and ``exec(co
 "<string>", "exec"))`` are the same. Installed by the command's entry point only (``npulaunch`` and
 ``python -m npulaunch``), never by ``import npulaunch``: a training script that imports
 ``npulaunch.session`` gets its interpreter as it was. A cache that cannot be read or written is
-ignored.
+ignored; none is written under ``PYTHONDONTWRITEBYTECODE``, as no ``.pyc`` is.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class _CodeCache:
         builtins.exec(source, globals, locals)
 
     def save(self) -> None:
-        if not self.added:
+        if not self.added or sys.dont_write_bytecode:  # PYTHONDONTWRITEBYTECODE: no .pyc, no cache either
             return
         kept = self.known if len(self.known) <= MAX_ENTRIES else self.used
         temporary = "%s.%d.tmp" % (self.path, os.getpid())

@@ -3,9 +3,11 @@ classes as without it; installed by the command only."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import List
 
 DEFINE = """
 import dataclasses, sys
@@ -32,8 +34,11 @@ cache.save()
 """
 
 
-def run(path: Path) -> str:
-    done = subprocess.run([sys.executable, "-c", DEFINE, str(path)], capture_output=True, text=True, timeout=60)
+def run(path: Path, **env: str) -> List[str]:
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run(
+        [sys.executable, "-c", DEFINE, str(path)], capture_output=True, text=True, timeout=60, env={**environ, **env}
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
 
@@ -58,3 +63,9 @@ def test_importing_npulaunch_does_not_install_it() -> None:
     code = "import dataclasses, npulaunch.session, npulaunch.cli; print(hasattr(dataclasses, 'exec'))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_no_cache_is_written_where_no_bytecode_is(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    run(cache, PYTHONDONTWRITEBYTECODE="1")
+    assert not list(tmp_path.iterdir())
