@@ -14,7 +14,7 @@ from typing import BinaryIO, Deque, Dict, Optional, Set, Tuple, Union
 
 from npulaunch.config.cluster import ConsoleMode
 from npulaunch.diagnose.summary import JobSummary
-from npulaunch.host.agent.tail import Block, is_progress, split_lines
+from npulaunch.host.agent.tail import Block, count_lines, is_progress, split_lines
 from npulaunch.host.events import Event
 from npulaunch.host.spec import RankSpec
 from npulaunch.views.reporttext import render_report
@@ -49,7 +49,7 @@ class _Writer:
             if self.broken:
                 return
             if droppable and self._bytes + size > MAX_PENDING_BYTES:
-                self._dropped += (lines if lines is not None else b"".join(parts)).count(b"\n")
+                self._dropped += count_lines(lines if lines is not None else b"".join(parts))
                 return
             if self._dropped and not droppable:
                 self._note()
