@@ -30,7 +30,7 @@ class RankSpec:
     cwd: str
     env: Dict[str, str]  # the variables npulaunch sets, applied over the host's environment
     env_unset: Tuple[str, ...]  # launcher-owned names removed from the inherited environment
-    env_sources: Dict[str, str]  # name -> "launcher" | "default" | "yaml" | "cli"
+    env_sources: Dict[str, str]  # name -> "default" | "yaml" | "cli" | ...; a name not listed: "launcher"
     session_options: Dict[str, Any]
     rank_dir: str
     stdout_path: str

@@ -368,8 +368,8 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
         cluster_env=None if job.cluster is None else job.cluster.rank_env(slot.node_rank),
     )
     env, unset, env_sources = build_rank_env(ctx, yaml_env)
-    env[PRECEDENCE_VAR], env_sources[PRECEDENCE_VAR] = config.session_precedence.value, "launcher"
-    env[ATTEMPT_VAR], env_sources[ATTEMPT_VAR] = str(max(job.layout.attempt, 1)), "launcher"
+    env[PRECEDENCE_VAR] = config.session_precedence.value
+    env[ATTEMPT_VAR] = str(max(job.layout.attempt, 1))
     for name, value in extra_env.items():
         env[name], env_sources[name] = value, "launcher (cpu_fallback)"
     inject = INJECT_DIR if slot.local else INJECTION_TOKEN

@@ -58,7 +58,8 @@ class RankContext:
 def build_rank_env(
     ctx: RankContext, yaml_env: Mapping[str, Optional[str]], env_source: str = "yaml"
 ) -> Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]:
-    """Return ``(env, unset, sources)`` for one rank."""
+    """Return ``(env, unset, sources)`` for one rank; ``sources`` names only what does not come from
+    the launcher."""
     env: Dict[str, str] = {}
     sources: Dict[str, str] = {}
     unset: List[str] = []
@@ -118,7 +119,8 @@ def build_rank_env(
         # CM_CHIEF_IP beside RANK_TABLE_FILE turns both modes off (ge_plugin.cc, plan/rankfree.py).
         unset.extend(name for name in CM_VARIABLES if name not in yaml_env)
     env.update(launcher)
-    sources.update(dict.fromkeys(launcher, "launcher"))
+    for name in launcher:  # a name without a source is the launcher's (RankSpec.env_sources): 1 KB a rank less
+        sources.pop(name, None)
     return env, tuple(unset), sources
 
 

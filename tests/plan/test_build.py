@@ -189,7 +189,7 @@ env:
 def test_env_precedence_and_sources(name: str, value: Optional[str], source: Optional[str]) -> None:
     spec = plan_of(one_host(extra=ENV_YAML)).ranks[1]
     assert spec.env.get(name) == value
-    assert spec.env_sources.get(name) == source
+    assert (spec.env_sources.get(name, "launcher") if name in spec.env else None) == source
     assert (name in spec.env_unset) == (value is None)
 
 
