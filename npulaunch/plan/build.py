@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import (
@@ -23,7 +23,7 @@ from npulaunch.host.topology import BindingError, HostCpus, plan_cpus, read_host
 from npulaunch.plan.hosts import check_device_groups, decide_rank_table, map_devices, resolve_devices, resolve_ips
 from npulaunch.plan.launchplan import Discovery, HostDevices, LaunchPlan
 from npulaunch.plan.layout import JobLayout
-from npulaunch.plan.rankenv import RankContext, build_rank_env, shard_formula_note
+from npulaunch.plan.rankenv import RankContext, build_rank_env, session_options_text, shard_formula_note
 from npulaunch.plan.rankfree import CM_VARIABLES, ClusterInfo, cm_env_problems, decide_cluster_info
 
 PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"
@@ -90,7 +90,7 @@ def build_plan(
     cpus_by_host = _bind_cpus(config, host_devices, discovery, host_cpus or read_host_cpus, notes)
     texts = [*config.job.command, config.job.workdir, *config.job.make_dirs, *(v for v in config.env.values() if v)]
     templated = any("{" in text for text in texts)
-    job = _Job(config, job_id, job_uuid, layout, table_path, world_size, cluster, templated)
+    job = _Job(config, job_id, job_uuid, layout, table_path, world_size, cluster, templated, _shared_options(config))
     ranks: List[RankSpec] = []
     for node_rank, (host, mapped) in enumerate(zip(config.hosts, host_devices)):
         host_cpus_of = cpus_by_host[node_rank]
@@ -153,6 +153,15 @@ def build_plan(
         rank_table_version=table_version,
         rank_table_reason=table_reason,
     )
+
+
+def _dirs_of(job: _Job, options: Dict[str, Any], cwd: str) -> Tuple[Tuple[str, str], ...]:
+    """The directories a rank's options write to; once per working directory when the options are shared."""
+    if job.shared_options is None or options is not job.shared_options[0]:
+        return _written_dirs(options, cwd)
+    if cwd not in job.written:
+        job.written[cwd] = _written_dirs(options, cwd)
+    return job.written[cwd]
 
 
 def _written_dirs(options: Dict[str, Any], cwd: str) -> Tuple[Tuple[str, str], ...]:
@@ -290,6 +299,17 @@ class _Job:
     world_size: int
     cluster: Optional[ClusterInfo] = None  # rank_table: cm
     templated: bool = False  # an argument, the workdir, an env value or make_dirs may hold a placeholder
+    # the session options when every rank gets the same (no placeholder, no data_preprocess additions), with
+    # their NPULAUNCH_SESSION_OPTIONS text: one dictionary and one text for 32,768 ranks, not one each
+    shared_options: Optional[Tuple[Dict[str, Any], str]] = None
+    written: Dict[str, Tuple[Tuple[str, str], ...]] = field(default_factory=dict)  # cwd -> dirs, shared options
+
+
+def _shared_options(config: ClusterConfig) -> Optional[Tuple[Dict[str, Any], str]]:
+    options = config.session_options
+    if not options or config.data_preprocess or any(isinstance(v, str) and "{" in v for v in options.values()):
+        return None
+    return dict(options), session_options_text(options)
 
 
 @dataclass(frozen=True)
@@ -340,7 +360,10 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
     }
     argv, cwd, yaml_env, made = _expanded(job, values)
     options: Dict[str, Any] = {}
-    if config.session_options:
+    options_text: Optional[str] = None
+    if job.shared_options is not None:
+        options, options_text = job.shared_options
+    elif config.session_options:
         from npulaunch.plan.rankoptions import options_for_rank
 
         options = options_for_rank(config.session_options, values)
@@ -366,6 +389,7 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
         rank_table_path=job.table_path,
         session_options=options,
         cluster_env=None if job.cluster is None else job.cluster.rank_env(slot.node_rank),
+        session_options_text=options_text,
     )
     env, unset, env_sources = build_rank_env(ctx, yaml_env)
     env[PRECEDENCE_VAR] = config.session_precedence.value
@@ -392,7 +416,7 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
         stderr_path=paths.stderr,
         plog_dir=paths.plog_dir,
         env_prepend=prepend,
-        make_dirs=_written_dirs(options, cwd) + tuple(("job.make_dirs", path) for path in made),
+        make_dirs=_dirs_of(job, options, cwd) + tuple(("job.make_dirs", path) for path in made),
         cpus=slot.cpus or None,
         cpu_request=config.job.cpu_binding.to_dict() if slot.cpus is None else None,
     )

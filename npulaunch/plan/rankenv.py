@@ -53,6 +53,12 @@ class RankContext:
     # the device as the rank's process opens it: its index in ASCEND_RT_VISIBLE_DEVICES, or the logical id
     # (plan/hosts.py map_devices); None: the same as device_id (the physical id)
     ascend_device_id: Optional[int] = None
+    session_options_text: Optional[str] = None  # session_options_text(session_options), when already made
+
+
+def session_options_text(options: Mapping[str, Any]) -> str:
+    """NPULAUNCH_SESSION_OPTIONS: the options as the rank-side helper reads them."""
+    return json.dumps(dict(options), sort_keys=True, separators=(",", ":"))
 
 
 def build_rank_env(
@@ -87,7 +93,11 @@ def build_rank_env(
         "NPULAUNCH_HOST": ctx.host,
         "NPULAUNCH_JOB_DIR": ctx.job_dir,
         "NPULAUNCH_RANK_DIR": ctx.rank_dir,
-        SESSION_OPTIONS_VAR: json.dumps(dict(ctx.session_options), sort_keys=True, separators=(",", ":")),
+        SESSION_OPTIONS_VAR: (
+            ctx.session_options_text
+            if ctx.session_options_text is not None
+            else session_options_text(ctx.session_options)
+        ),
         JOB_UUID_VAR: ctx.job_uuid,
         # What Ascend ModelZoo's TF1 models read (Ascend/ModelZoo-TensorFlow @ a2c3332): DEVICE_INDEX is
         # the data-shard index, int() with no default (ResNet50_ID0058 src/data_loader/resnet50/

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Set, Tuple
 
 from npulaunch.config.catalog.options import OPTIONS
 from npulaunch.config.cluster import ClusterConfig
@@ -92,7 +92,11 @@ def check_rank_options(
     known = set(findings(job))
     checked, failed = set(), set()
     errors: List[ConfigProblem] = []
+    seen: Set[int] = set()  # ranks often share one options dictionary (plan/build.py): checked once
     for rank, options in per_rank:
+        if id(options) in seen:
+            continue
+        seen.add(id(options))
         # paths are the job's, as written: the rules look at what a path says, not where it points
         key = tuple(sorted((k, repr(v)) for k, v in options.items() if k not in WRITES and job.get(k, _UNSET) != v))
         if key in checked:

@@ -452,3 +452,18 @@ def test_the_offline_plan_leaves_remote_device_ips_to_the_preflight() -> None:
     with pytest.raises(ConfigError) as err:  # and cannot know a remote host's devices at all
         plan_of(make_config(REMOTE_TWO.replace("DEVICES", "all")))
     assert "hosts[0].devices" in str(err.value) and '"all" on a remote host' in str(err.value)
+
+
+def test_ranks_share_one_options_dictionary_unless_a_path_is_per_rank() -> None:
+    """32,768 ranks with the same options hold one dictionary and one NPULAUNCH_SESSION_OPTIONS text;
+    a placeholder makes each rank's own, expanded."""
+    import json
+
+    shared = plan_of(one_host(extra="session_options: {hcom_parallel: true, dump_path: /dumps}\n")).ranks
+    assert shared[0].session_options is shared[1].session_options
+    assert shared[0].env["NPULAUNCH_SESSION_OPTIONS"] is shared[1].env["NPULAUNCH_SESSION_OPTIONS"]
+    assert json.loads(shared[1].env["NPULAUNCH_SESSION_OPTIONS"]) == {"hcom_parallel": True, "dump_path": "/dumps"}
+    assert shared[0].make_dirs == shared[1].make_dirs == (("dump_path", "/dumps"),)
+    own = plan_of(one_host(extra="session_options: {dump_path: '/dumps/{rank}'}\n")).ranks
+    assert own[0].session_options is not own[1].session_options
+    assert [json.loads(r.env["NPULAUNCH_SESSION_OPTIONS"])["dump_path"] for r in own] == ["/dumps/0", "/dumps/1"]
