@@ -34,6 +34,7 @@ def inventory(
         "hosts": len(config.hosts),
         "over_ssh": over_ssh,
         "devices": devices,
+        "cpu_fallback": config.cpu_fallback,  # the devices are ranks on CPUs, not NPUs
         "npus_health_checked": checked.get("npus", 0) if health else 0,
         "session_options": len(config.session_options),
         "env_vars": len(config.env),
@@ -68,7 +69,9 @@ def _count(number: int, word: str) -> str:
 def render_checked(counts: Dict[str, Any]) -> str:
     """``checked: 3 hosts (over SSH), 6 NPUs, ...``."""
     parts = [_count(counts["hosts"], "host") + (" (over SSH)" if counts["over_ssh"] else "")]
-    if counts["devices"] is not None:
+    if counts["devices"] is not None and counts.get("cpu_fallback"):
+        parts.append(_count(counts["devices"], "rank") + " on CPUs (cpu_fallback)")
+    elif counts["devices"] is not None:
         parts.append(_count(counts["devices"], "NPU"))
     parts.append(_count(counts["session_options"], "session option"))
     parts.append(_count(counts["env_vars"], "environment variable"))

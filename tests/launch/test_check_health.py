@@ -226,3 +226,15 @@ def test_the_report_names_hosts_once_per_finding() -> None:
         (Severity.FATAL, "h2", "working directory /x does not exist"),
         (Severity.WARNING, "", "job.yaml:11: env.X: found unknown variable X"),
     ]
+
+
+def test_ranks_on_cpus_are_not_counted_as_npus() -> None:
+    from npulaunch.views.checkview import render_checked
+
+    counts = {"hosts": 1, "over_ssh": False, "devices": 4, "session_options": 0, "env_vars": 1, "rules": 40}
+    counts.update({"hosts_checked": False, "cpu_fallback": True})
+    assert render_checked(counts).startswith("checked: 1 host, 4 ranks on CPUs (cpu_fallback), 0 session options")
+    counts["cpu_fallback"] = False
+    assert render_checked(counts).startswith("checked: 1 host, 4 NPUs, ")
+    cli = run_cli("check", "cluster_configs/local-4.yaml", "--offline")  # the main job: cpu_fallback
+    assert "4 ranks on CPUs (cpu_fallback)" in cli.stdout and "NPUs" not in cli.stdout.splitlines()[0], cli.stdout

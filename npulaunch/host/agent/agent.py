@@ -25,7 +25,7 @@ from npulaunch.host.agent.inbox import SignalInbox
 from npulaunch.host.agent.monitor import Monitor
 from npulaunch.host.agent.prepare import prepare_rank
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S, StackDumps, remove_unused
-from npulaunch.host.agent.tail import Block, FileTail, count_lines
+from npulaunch.host.agent.tail import Block, FileTail
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.files import write_once
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
@@ -270,10 +270,10 @@ class Agent:
         """The backlog of a rank npulaunch stopped, when it is big (a flood): every block is still
         looked at for signatures and progress, but its lines are not shown on the console (a note
         says how many), so that the job's end does not wait for the console to take them."""
-        skipped = 0
+        before = self.monitor.lines_read(proc.spec.rank)
         for block in tail.drain():
-            self.monitor.lines(proc.spec.rank, stream, block)
-            skipped += count_lines(block)
+            self.monitor.lines(proc.spec.rank, stream, block)  # counts its lines too: not counted twice
+        skipped = self.monitor.lines_read(proc.spec.rank) - before
         if skipped:
             note = f"[npulaunch: {skipped:,} lines written before the rank stopped are not shown; all are in its log]\n"
             self._output(proc.spec, stream, note.encode())

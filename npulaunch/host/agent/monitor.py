@@ -99,6 +99,10 @@ class Monitor:
             seen.saw(self._clock())
         self._match(rank, stream, block, plog=False)
 
+    def lines_read(self, rank: int) -> int:
+        """How many lines of the rank's output (both streams) have been looked at."""
+        return self._lines.get(rank, 0)
+
     def _shows_progress(self, block: Block) -> bool:
         """Whether a line of the block matches the job's progress_regex (searched in the whole block
         at once; a match that spans lines is checked again line by line)."""
