@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from launchers import FLOOR  # noqa: E402  (the floor compare.py measures too: Popen, wait, TERM/KILL on a failure)
+
 ROOT = HERE.parent
 PY = sys.executable
 
@@ -56,33 +59,6 @@ else:
     runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
-FLOOR = r"""
-import os, signal, subprocess, sys, time
-n, logs, grace = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
-procs = []
-for r in range(n):
-    env = dict(os.environ, RANK_ID=str(r), RANK_SIZE=str(n), DEVICE_ID=str(r))
-    with open(os.path.join(logs, "rank%d.log" % r), "wb") as out:
-        procs.append(subprocess.Popen(sys.argv[4:], env=env, stdout=out, stderr=subprocess.STDOUT))
-live, code = {p.pid for p in procs}, 0
-while live:
-    pid, status = os.wait()
-    live.discard(pid)
-    if os.waitstatus_to_exitcode(status) != 0 and not code:
-        code = 1
-        for pid in live:
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while live and time.monotonic() < deadline:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-            if pid:
-                live.discard(pid)
-            else:
-                time.sleep(0.005)
-        for pid in live:
-            os.kill(pid, signal.SIGKILL)
-sys.exit(code)
-"""
 
 RANK = r"""
 import os, sys, time
@@ -181,7 +157,6 @@ def median(runs: List[Run], key: Callable[[Run], Optional[float]]) -> float:
 
 
 def plan_json(work: Path, hosts: int, devices: int, repeats: int) -> List[Run]:
-    sys.path.insert(0, str(HERE))
     from plan_scale import write_config
 
     config = write_config(work, hosts, devices)
@@ -206,7 +181,6 @@ def ssh_startup(counts: List[int], repeats: int) -> Optional[Dict[int, List[floa
     when this is not root."""
     if os.geteuid() != 0:
         return None
-    sys.path.insert(0, str(HERE))
     from ssh_startup import BENCH_NET, NetnsHosts, job, once
 
     root = Path(tempfile.mkdtemp(prefix="npl-goals-ssh-"))
