@@ -8,12 +8,44 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
 # The zero-code injection hook: a directory holding only sitecustomize.py, put first on PYTHONPATH.
 INJECT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject")
 FORWARDABLE_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGWINCH")  # what the launcher passes on to every rank
 INJECTION_TOKEN = "{npulaunch_inject}"  # in a remote rank's env_prepend: the agent's own copy of INJECT_DIR
+
+
+class RankEnv(Mapping[str, str]):
+    """A rank's variables: its own values over the ones every rank of its host shares. The shared
+    mapping is one object for all those ranks: 32,768 ranks hold 32,768 small dictionaries of what
+    differs (RANK_ID, DEVICE_ID, its directories, ...), not 32,768 copies of the whole environment."""
+
+    __slots__ = ("own", "shared")
+
+    def __init__(self, own: Mapping[str, str], shared: Mapping[str, str]) -> None:
+        self.own = own
+        self.shared = shared
+
+    def __getitem__(self, name: str) -> str:
+        own = self.own.get(name)
+        return self.shared[name] if own is None else own
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.own or name in self.shared
+
+    def __iter__(self) -> Iterator[str]:
+        own = self.own
+        for name in self.shared:
+            if name not in own:
+                yield name
+        yield from own
+
+    def __len__(self) -> int:
+        return len(self.own) + sum(1 for name in self.shared if name not in self.own)
+
+    def __repr__(self) -> str:
+        return "RankEnv(%r)" % dict(self.items())
 
 
 @dataclass(frozen=True)
@@ -28,9 +60,9 @@ class RankSpec:
     device_id: int
     argv: Tuple[str, ...]
     cwd: str
-    env: Dict[str, str]  # the variables npulaunch sets, applied over the host's environment
+    env: Mapping[str, str]  # the variables npulaunch sets, applied over the host's environment (often a RankEnv)
     env_unset: Tuple[str, ...]  # launcher-owned names removed from the inherited environment
-    env_sources: Dict[str, str]  # name -> "default" | "yaml" | "cli" | ...; a name not listed: "launcher"
+    env_sources: Mapping[str, str]  # name -> "default" | "yaml" | "cli" | ...; a name not listed: "launcher"
     session_options: Dict[str, Any]
     rank_dir: str
     stdout_path: str
@@ -54,6 +86,8 @@ class RankSpec:
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)
+        data["env"] = dict(self.env)
+        data["env_sources"] = dict(self.env_sources)
         data["argv"] = list(self.argv)
         data["env_unset"] = list(self.env_unset)
         data["make_dirs"] = [list(pair) for pair in self.make_dirs]

@@ -18,12 +18,19 @@ from npulaunch.config.cluster import (
     validate_job_id,
 )
 from npulaunch.host.errors import ConfigError, ConfigProblem
-from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, RankSpec
+from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, RankEnv, RankSpec
 from npulaunch.host.topology import BindingError, HostCpus, plan_cpus, read_host_cpus
 from npulaunch.plan.hosts import check_device_groups, decide_rank_table, map_devices, resolve_devices, resolve_ips
 from npulaunch.plan.launchplan import Discovery, HostDevices, LaunchPlan
 from npulaunch.plan.layout import JobLayout
-from npulaunch.plan.rankenv import RankContext, build_rank_env, session_options_text, shard_formula_note
+from npulaunch.plan.rankenv import (
+    HostContext,
+    RankPlace,
+    host_env,
+    rank_own_env,
+    session_options_text,
+    shard_formula_note,
+)
 from npulaunch.plan.rankfree import CM_VARIABLES, ClusterInfo, cm_env_problems, decide_cluster_info
 
 PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"
@@ -90,22 +97,25 @@ def build_plan(
     cpus_by_host = _bind_cpus(config, host_devices, discovery, host_cpus or read_host_cpus, notes)
     texts = [*config.job.command, config.job.workdir, *config.job.make_dirs, *(v for v in config.env.values() if v)]
     templated = any("{" in text for text in texts)
-    job = _Job(config, job_id, job_uuid, layout, table_path, world_size, cluster, templated, _shared_options(config))
+    auto = config.session_injection is Injection.AUTO
+    job = _Job(
+        config,
+        job_id,
+        job_uuid,
+        layout,
+        table_path,
+        world_size,
+        cluster,
+        templated,
+        _shared_options(config),
+        cpu_request=config.job.cpu_binding.to_dict(),
+        prepend=({"PYTHONPATH": INJECTION_TOKEN} if auto else {}, {"PYTHONPATH": INJECT_DIR} if auto else {}),
+    )
     ranks: List[RankSpec] = []
     for node_rank, (host, mapped) in enumerate(zip(config.hosts, host_devices)):
-        host_cpus_of = cpus_by_host[node_rank]
+        where = _Host(host.host, node_rank, mapped.user, host.host in discovery.local_names, cpus_by_host[node_rank])
         for local_rank, device_id in enumerate(mapped.physical):
-            slot = _Slot(
-                len(ranks),
-                host.host,
-                node_rank,
-                local_rank,
-                device_id,
-                mapped.user,
-                host.host in discovery.local_names,
-                None if host_cpus_of is None else host_cpus_of[local_rank],
-            )
-            ranks.append(_rank_spec(job, slot, tf_configs[slot.rank] if tf_configs else {}))
+            ranks.append(_rank_spec(job, where, len(ranks), local_rank, device_id, tf_configs))
     shard_note = shard_formula_note([(r.rank, r.node_rank, r.device_id) for r in ranks], world_size)
     if shard_note:
         notes.append(shard_note)
@@ -303,6 +313,10 @@ class _Job:
     # their NPULAUNCH_SESSION_OPTIONS text: one dictionary and one text for 32,768 ranks, not one each
     shared_options: Optional[Tuple[Dict[str, Any], str]] = None
     written: Dict[str, Tuple[Tuple[str, str], ...]] = field(default_factory=dict)  # cwd -> dirs, shared options
+    # node rank -> host_env's (env, unset, sources), when not templated: one for every rank of the host
+    host_envs: Dict[int, Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]] = field(default_factory=dict)
+    cpu_request: Optional[Dict[str, Any]] = None  # job.cpu_binding, for the hosts that decide it themselves
+    prepend: Tuple[Dict[str, str], Dict[str, str]] = ({}, {})  # RankSpec.env_prepend of a remote, a local rank
 
 
 def _shared_options(config: ClusterConfig) -> Optional[Tuple[Dict[str, Any], str]]:
@@ -313,17 +327,14 @@ def _shared_options(config: ClusterConfig) -> Optional[Tuple[Dict[str, Any], str
 
 
 @dataclass(frozen=True)
-class _Slot:
-    """Where one rank sits."""
+class _Host:
+    """One host of the job, as its ranks are built."""
 
-    rank: int
     host: str
     node_rank: int
-    local_rank: int
-    device_id: int  # physical
-    host_devices: Tuple[int, ...]  # the host's devices as its ranks open them (ASCEND_DEVICE_ID)
-    local: bool = True  # on the launcher's own host
-    cpus: Optional[Tuple[int, ...]] = ()  # job.cpu_binding (): not bound; None: decided on the host
+    user_devices: Tuple[int, ...]  # its devices as its ranks open them (ASCEND_DEVICE_ID)
+    local: bool  # the launcher's own host
+    cpus: Optional[List[Tuple[int, ...]]]  # job.cpu_binding, by local rank (() not bound); None: decided there
 
 
 def _expanded(
@@ -345,19 +356,24 @@ def _expanded(
     return tuple(expand(arg, values) for arg in command), cwd, env, made
 
 
-def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
+def _rank_spec(
+    job: _Job, where: _Host, rank: int, local_rank: int, device_id: int, tf_configs: List[Dict[str, str]]
+) -> RankSpec:
+    """Rank ``rank``, the ``local_rank``-th of host ``where``, on physical device ``device_id``."""
     config = job.config
     # a remote host keeps its own copy under hosts/<host>/; the launcher gathers rank-N/ (log_paths)
-    paths = job.layout.rank_paths(slot.rank, None if slot.local else slot.host)
-    values = {
-        "rank": slot.rank,
-        "local_rank": slot.local_rank,
-        "device_id": slot.device_id,
-        "node_rank": slot.node_rank,
-        "host": slot.host,
-        "job_id": job.job_id,
-        "job_dir": job.layout.job_dir,
-    }
+    paths = job.layout.rank_paths(rank, None if where.local else where.host)
+    values: Mapping[str, Any] = {}
+    if job.templated or job.shared_options is None:
+        values = {
+            "rank": rank,
+            "local_rank": local_rank,
+            "device_id": device_id,
+            "node_rank": where.node_rank,
+            "host": where.host,
+            "job_id": job.job_id,
+            "job_dir": job.layout.job_dir,
+        }
     argv, cwd, yaml_env, made = _expanded(job, values)
     options: Dict[str, Any] = {}
     options_text: Optional[str] = None
@@ -370,44 +386,30 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
     if config.data_preprocess:  # one main process per host feeds the host's devices (seeds: Data Augmentation)
         # in the numbering of ASCEND_DEVICE_ID: the TF Adapter's host queue dataset keeps this list beside
         # its own device id from GetDeviceID (tf_adapter/kernels/aicpu/host_queue_dataset_op.cc @ 82957b92)
-        options["local_rank_id"] = slot.local_rank
-        options["local_device_list"] = ",".join(str(d) for d in slot.host_devices)
-    ctx = RankContext(
-        rank=slot.rank,
-        local_rank=slot.local_rank,
-        world_size=job.world_size,
-        local_world_size=len(slot.host_devices),
-        node_rank=slot.node_rank,
-        host=slot.host,
-        device_id=slot.device_id,
-        ascend_device_id=slot.host_devices[slot.local_rank],
-        job_id=job.job_id,
-        job_uuid=job.job_uuid,
-        job_dir=job.layout.job_dir,
-        rank_dir=paths.dir,
-        plog_dir=paths.plog_dir,
-        rank_table_path=job.table_path,
-        session_options=options,
-        cluster_env=None if job.cluster is None else job.cluster.rank_env(slot.node_rank),
-        session_options_text=options_text,
-    )
-    env, unset, env_sources = build_rank_env(ctx, yaml_env)
-    env[PRECEDENCE_VAR] = config.session_precedence.value
-    env[ATTEMPT_VAR] = str(max(job.layout.attempt, 1))
-    for name, value in extra_env.items():
-        env[name], env_sources[name] = value, "launcher (cpu_fallback)"
-    inject = INJECT_DIR if slot.local else INJECTION_TOKEN
-    prepend = {"PYTHONPATH": inject} if config.session_injection is Injection.AUTO else {}
+        options["local_rank_id"] = local_rank
+        options["local_device_list"] = ",".join(str(d) for d in where.user_devices)
+    place = RankPlace(rank, local_rank, device_id, where.user_devices[local_rank], paths.dir, paths.plog_dir)
+    shared = None if job.templated else job.host_envs.get(where.node_rank)
+    if shared is None:
+        shared = _host_env(job, where, options_text, yaml_env)
+        if not job.templated:
+            job.host_envs[where.node_rank] = shared
+    shared_env, unset, env_sources = shared
+    own = rank_own_env(place, job.cluster is not None, None if options_text is not None else options)
+    if tf_configs:  # cpu_fallback
+        own.update(tf_configs[rank])
+        env_sources = {**env_sources, **dict.fromkeys(tf_configs[rank], "launcher (cpu_fallback)")}
+    cpus = None if where.cpus is None else where.cpus[local_rank]
     return RankSpec(
-        rank=slot.rank,
-        local_rank=slot.local_rank,
+        rank=rank,
+        local_rank=local_rank,
         world_size=job.world_size,
-        host=slot.host,
-        node_rank=slot.node_rank,
-        device_id=slot.device_id,
+        host=where.host,
+        node_rank=where.node_rank,
+        device_id=device_id,
         argv=argv,
         cwd=cwd,
-        env=env,
+        env=RankEnv(own, shared_env),
         env_unset=unset,
         env_sources=env_sources,
         session_options=options,
@@ -415,11 +417,33 @@ def _rank_spec(job: _Job, slot: _Slot, extra_env: Dict[str, str]) -> RankSpec:
         stdout_path=paths.stdout,
         stderr_path=paths.stderr,
         plog_dir=paths.plog_dir,
-        env_prepend=prepend,
+        env_prepend=job.prepend[where.local],
         make_dirs=_dirs_of(job, options, cwd) + tuple(("job.make_dirs", path) for path in made),
-        cpus=slot.cpus or None,
-        cpu_request=config.job.cpu_binding.to_dict() if slot.cpus is None else None,
+        cpus=cpus or None,
+        cpu_request=job.cpu_request if cpus is None else None,
     )
+
+
+def _host_env(
+    job: _Job, where: _Host, options_text: Optional[str], yaml_env: Mapping[str, Optional[str]]
+) -> Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]:
+    """What the ranks of ``where`` share of their environment (rankenv.host_env), with npulaunch's own."""
+    ctx = HostContext(
+        world_size=job.world_size,
+        local_world_size=len(where.user_devices),
+        node_rank=where.node_rank,
+        host=where.host,
+        job_id=job.job_id,
+        job_uuid=job.job_uuid,
+        job_dir=job.layout.job_dir,
+        rank_table_path=job.table_path,
+        cluster_env=None if job.cluster is None else job.cluster.rank_env(where.node_rank),
+        session_options_text=options_text,
+    )
+    env, unset, sources = host_env(ctx, yaml_env)
+    env[PRECEDENCE_VAR] = job.config.session_precedence.value
+    env[ATTEMPT_VAR] = str(max(job.layout.attempt, 1))
+    return env, unset, sources
 
 
 def _bind_cpus(

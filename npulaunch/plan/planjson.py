@@ -14,10 +14,11 @@ environment is its base updated with its own entries, less the removed ones (``f
 from __future__ import annotations
 
 import json
-from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from dataclasses import dataclass
+from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from npulaunch.host.redact import redact_argv, redact_env
-from npulaunch.host.spec import RankSpec, compose_env, set_by_npulaunch
+from npulaunch.host.redact import REDACTED, is_secret, redact_argv, redact_env, redact_text
+from npulaunch.host.spec import RankEnv, RankSpec, compose_env, set_by_npulaunch
 from npulaunch.plan.launchplan import LaunchPlan
 
 
@@ -143,9 +144,30 @@ def iter_plan_json(plan: LaunchPlan, inherited_by_host: Mapping[str, Mapping[str
     yield ',\n  "env_bases": [\n' + ",\n".join("    " + json.dumps(base) for base in bases.shown) + "\n  ]"
     yield ',\n  "ranks": ['
     for index, spec in enumerate(plan.ranks):
-        line = json.dumps(bases.rank_entry(spec))
+        line = bases.rank_line(spec)
         yield ("\n    " if index == 0 else ",\n    ") + line
     yield "\n  ]\n}\n" if plan.ranks else "]\n}\n"
+
+
+@dataclass(frozen=True)
+class _HostPart:
+    """The part of a rank's entry every rank of its host shares (the ranks whose RankEnvs share one
+    object of variables), worked out once: the JSON entries of 16 ranks differ in 20 values."""
+
+    shared: Mapping[str, str]  # the RankEnv.shared and argv it is for (kept: their ids are the cache key)
+    argv_of: Tuple[str, ...]
+    prepend: Dict[str, str]
+    env: Dict[str, str]  # what differs from the base besides the rank's own values, redacted
+    sources: Dict[str, str]
+    removed: str  # these as JSON text
+    argv: str  # redacted
+    unset: str
+    made: Tuple[Tuple[str, str], ...]  # the make_dirs, options and CPU binding it is for, and their JSON text
+    make_dirs: str
+    options_of: Mapping[str, Any]
+    options: str
+    binding_of: Optional[Dict[str, Any]]
+    binding: str
 
 
 class _Bases:
@@ -161,6 +183,7 @@ class _Bases:
         self._bases: List[Tuple[Dict[str, str], Dict[str, str]]] = []
         self._first: List[RankSpec] = []
         self.shown: List[Dict[str, Any]] = []
+        self._hosts: Dict[Tuple[int, ...], _HostPart] = {}
         firsts: Dict[int, RankSpec] = {}
         lasts: Dict[int, RankSpec] = {}
         hosts: Dict[int, List[str]] = {}
@@ -185,10 +208,86 @@ class _Bases:
     def _of(self, spec: RankSpec) -> Mapping[str, str]:
         return self._inherited.get(spec.host, _NONE)
 
-    def rank_entry(self, spec: RankSpec) -> Dict[str, Any]:
+    def rank_line(self, spec: RankSpec) -> str:
+        """A rank's entry as JSON text, the same as ``json.dumps`` of its dictionary would give."""
         inherited = self._of(spec)
-        entry = rank_to_dict(spec, inherited, self._plan.rank_device(spec), compose=False)
         group = self._group[id(inherited)]
+        host = self._host_part(spec, inherited, group)
+        if host is None:
+            entry = rank_to_dict(spec, inherited, self._plan.rank_device(spec), compose=False)
+            own_env, own_sources, removed = self._differences(spec, inherited, group)
+            entry["env"] = redact_env(dict(sorted(own_env.items())))
+            entry["env_sources"] = dict(sorted(own_sources.items()))
+            entry["env_base"] = group
+            entry["env_removed"] = sorted(removed)
+            return json.dumps(entry)
+        # the host's part, worked out once, and the rank's own values (RankEnv.own) against the base
+        own_env, own_sources = dict(host.env), dict(host.sources)
+        base_env, base_sources = self._bases[group]
+        for name, value in spec.env.own.items():  # type: ignore[attr-defined]  # (_host_part checked)
+            source = spec.env_sources.get(name, "launcher")
+            if name in inherited and inherited[name] != value:
+                source += " (replaces the inherited value)"
+            if base_env.get(name, _MISSING) != value:
+                own_env[name] = REDACTED if is_secret(name) else redact_text(value)
+            if base_sources.get(name, _MISSING) != source:
+                own_sources[name] = source
+        physical, logical, user = self._plan.rank_device(spec)
+        options = host.options if spec.session_options is host.options_of else _dumps(spec.session_options)
+        made = host.make_dirs if spec.make_dirs is host.made else _dumps(_make_dirs(spec))
+        cpus = "null" if spec.cpus is None else _dumps(list(spec.cpus))
+        binding = host.binding if spec.cpu_request is host.binding_of else _dumps(spec.cpu_request)
+        # rank_to_dict's keys in its order, then the base's; the integers are ints (as json writes them)
+        return (
+            f'{{"rank": {spec.rank:d}, "local_rank": {spec.local_rank:d}, "world_size": {spec.world_size:d}, '
+            f'"host": {_string(spec.host)}, "node_rank": {spec.node_rank:d}, "device_id": {spec.device_id:d}, '
+            f'"device": {{"physical": {physical:d}, "logical": {logical:d}, "ascend_device_id": {user:d}}}, '
+            f'"argv": {host.argv}, "cwd": {_string(spec.cwd)}, "env": {_dumps(dict(sorted(own_env.items())))}, '
+            f'"env_sources": {_dumps(dict(sorted(own_sources.items())))}, "env_unset": {host.unset}, '
+            f'"session_options": {options}, "stdout": {_string(spec.stdout_path)}, '
+            f'"stderr": {_string(spec.stderr_path)}, "plog_dir": {_string(spec.plog_dir)}, "make_dirs": {made}, '
+            f'"cpus": {cpus}, "cpu_binding": {binding}, "env_base": {group:d}, "env_removed": {host.removed}}}'
+        )
+
+    def _host_part(self, spec: RankSpec, inherited: Mapping[str, str], group: int) -> Optional[_HostPart]:
+        """What a rank whose environment is a RankEnv shares with the other ranks of its host (those
+        with the same shared variables, command and unset names): worked out once, the long way, from
+        the first of them. None for a rank not built that way (its entry is worked out whole)."""
+        env = spec.env
+        if not isinstance(env, RankEnv):
+            return None
+        key = (id(env.shared), id(spec.env_sources), id(spec.env_unset), id(inherited), id(spec.argv))
+        part = self._hosts.get(key)
+        if part is not None and part.shared is env.shared and part.argv_of is spec.argv:
+            if spec.env_prepend == part.prepend:
+                return part
+        if not (env.own.keys().isdisjoint(spec.env_prepend) and env.own.keys().isdisjoint(spec.env_unset)):
+            return None
+        own_env, own_sources, removed = self._differences(spec, inherited, group)
+        mine = env.own
+        part = _HostPart(
+            shared=env.shared,
+            argv_of=spec.argv,
+            prepend=dict(spec.env_prepend),
+            env=redact_env({k: v for k, v in own_env.items() if k not in mine}),
+            sources={k: v for k, v in own_sources.items() if k not in mine},
+            removed=_dumps(sorted(removed)),
+            argv=_dumps(redact_argv(spec.argv)),
+            unset=_dumps(list(spec.env_unset)),
+            made=spec.make_dirs,
+            make_dirs=_dumps(_make_dirs(spec)),
+            options_of=spec.session_options,
+            options=_dumps(spec.session_options),
+            binding_of=spec.cpu_request,
+            binding=_dumps(spec.cpu_request),
+        )
+        self._hosts[key] = part
+        return part
+
+    def _differences(
+        self, spec: RankSpec, inherited: Mapping[str, str], group: int
+    ) -> Tuple[Dict[str, str], Dict[str, str], List[str]]:
+        """A rank's environment against its base, the long way: (what differs, their sources, removed)."""
         base_env, base_sources = self._bases[group]
         first = self._first[group]
         if (spec.env_unset, spec.env_prepend.keys(), spec.env.keys()) == (
@@ -198,22 +297,18 @@ class _Bases:
         ):
             # composed like the group's first rank: only the variables npulaunch sets can differ
             env, sources = set_by_npulaunch(spec, inherited, inject_dir=None)
-            own_env = {k: v for k, v in env.items() if base_env.get(k, _MISSING) != v}
-            own_sources = {k: v for k, v in sources.items() if base_sources.get(k, _MISSING) != v}
             removed: List[str] = []
         else:
             env, sources = compose_env(spec, inherited, inject_dir=None)
-            own_env = {k: v for k, v in env.items() if base_env.get(k, _MISSING) != v}
-            own_sources = {k: v for k, v in sources.items() if base_sources.get(k, _MISSING) != v}
-            removed = [k for k in base_env if k not in env] if len(env) - len(own_env) != len(base_env) else []
-        entry["env_base"] = group
-        entry["env"] = redact_env(dict(sorted(own_env.items())))
-        entry["env_sources"] = dict(sorted(own_sources.items()))
-        entry["env_removed"] = sorted(removed)
-        return entry
+            removed = [k for k in base_env if k not in env]
+        own_env = {k: v for k, v in env.items() if base_env.get(k, _MISSING) != v}
+        own_sources = {k: v for k, v in sources.items() if base_sources.get(k, _MISSING) != v}
+        return own_env, own_sources, removed
 
 
 _MISSING = object()
+_dumps = json.dumps
+_string: Callable[[str], str] = json.encoder.encode_basestring_ascii
 
 
 def full_rank(plan_data: Mapping[str, Any], entry: Mapping[str, Any]) -> Dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from npulaunch.plan.rankfree import CM_VARIABLES
 
@@ -32,28 +32,19 @@ DEFAULT_ENV: Dict[str, str] = {
 
 
 @dataclass(frozen=True)
-class RankContext:
-    """What the plan decided for one rank, in npulaunch's own vocabulary."""
+class HostContext:
+    """What the plan decided for one host's ranks alike, in npulaunch's own vocabulary."""
 
-    rank: int
-    local_rank: int
     world_size: int
     local_world_size: int
     node_rank: int
     host: str
-    device_id: int
     job_id: str
     job_uuid: str
     job_dir: str
-    rank_dir: str
-    plog_dir: str
     rank_table_path: Optional[str]
-    session_options: Mapping[str, Any]
-    cluster_env: Optional[Mapping[str, str]] = None  # rank-table-free (rank_table: cm): this rank's CM_* values
-    # the device as the rank's process opens it: its index in ASCEND_RT_VISIBLE_DEVICES, or the logical id
-    # (plan/hosts.py map_devices); None: the same as device_id (the physical id)
-    ascend_device_id: Optional[int] = None
-    session_options_text: Optional[str] = None  # session_options_text(session_options), when already made
+    cluster_env: Optional[Mapping[str, str]] = None  # rank-table-free (rank_table: cm): the host's CM_* values
+    session_options_text: Optional[str] = None  # the session options every rank gets, as text; None: each its own
 
 
 def session_options_text(options: Mapping[str, Any]) -> str:
@@ -61,11 +52,12 @@ def session_options_text(options: Mapping[str, Any]) -> str:
     return json.dumps(dict(options), sort_keys=True, separators=(",", ":"))
 
 
-def build_rank_env(
-    ctx: RankContext, yaml_env: Mapping[str, Optional[str]], env_source: str = "yaml"
+def host_env(
+    ctx: HostContext, yaml_env: Mapping[str, Optional[str]], env_source: str = "yaml"
 ) -> Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]:
-    """Return ``(env, unset, sources)`` for one rank; ``sources`` names only what does not come from
-    the launcher."""
+    """What every rank of the host gets alike: npulaunch's defaults, the YAML's env, and the
+    launcher's values that do not depend on the rank; ``(env, unset, sources)``. The values that do
+    are rank_own_env's, and win (the YAML may not set them at all)."""
     env: Dict[str, str] = {}
     sources: Dict[str, str] = {}
     unset: List[str] = []
@@ -79,46 +71,32 @@ def build_rank_env(
         else:
             env[name], sources[name] = given, env_source
     launcher = {
-        "RANK_ID": str(ctx.rank),
         "RANK_SIZE": str(ctx.world_size),
-        # DEVICE_ID the physical id (the rank table's device_id), ASCEND_DEVICE_ID the id the process opens:
-        # the TF Adapter uses ASCEND_DEVICE_ID whenever it is set (npu_attrs.cc GetEnvDeviceID)
-        "DEVICE_ID": str(ctx.device_id),
-        "ASCEND_DEVICE_ID": str(ctx.device_id if ctx.ascend_device_id is None else ctx.ascend_device_id),
         "JOB_ID": ctx.job_id,
-        "ASCEND_PROCESS_LOG_PATH": ctx.plog_dir,
-        "NPULAUNCH_LOCAL_RANK": str(ctx.local_rank),
         "NPULAUNCH_LOCAL_WORLD_SIZE": str(ctx.local_world_size),
         "NPULAUNCH_NODE_RANK": str(ctx.node_rank),
         "NPULAUNCH_HOST": ctx.host,
         "NPULAUNCH_JOB_DIR": ctx.job_dir,
-        "NPULAUNCH_RANK_DIR": ctx.rank_dir,
-        SESSION_OPTIONS_VAR: (
-            ctx.session_options_text
-            if ctx.session_options_text is not None
-            else session_options_text(ctx.session_options)
-        ),
         JOB_UUID_VAR: ctx.job_uuid,
-        # What Ascend ModelZoo's TF1 models read (Ascend/ModelZoo-TensorFlow @ a2c3332): DEVICE_INDEX is
-        # the data-shard index, int() with no default (ResNet50_ID0058 src/data_loader/resnet50/
-        # data_loader.py: d.shard(RANK_SIZE, DEVICE_INDEX)), so the global rank; RANK_INDEX is the server
-        # index (Bert_Google run_pretraining.py: shard RANK_INDEX * 8 + DEVICE_ID). The TF Adapter reads
-        # neither (hicann/tensorflow @ 82957b9).
-        "DEVICE_INDEX": str(ctx.rank),
+        # What Ascend ModelZoo's TF1 models read (Ascend/ModelZoo-TensorFlow @ a2c3332): RANK_INDEX is the
+        # server index (Bert_Google run_pretraining.py: shard RANK_INDEX * 8 + DEVICE_ID); DEVICE_INDEX,
+        # the rank's own, is rank_own_env's. The TF Adapter reads neither (hicann/tensorflow @ 82957b9).
         "RANK_INDEX": str(ctx.node_rank),
     }
+    if ctx.session_options_text is not None:  # one text for every rank (else each rank's own)
+        launcher[SESSION_OPTIONS_VAR] = ctx.session_options_text
     unset.extend(IDENTITY_OVERRIDES)
     if ctx.cluster_env is not None:
         # The TF Adapter uses CM_* only without RANK_SIZE, and the docs forbid RANK_ID / RANK_SIZE /
         # RANK_TABLE_FILE beside them (plan/rankfree.py has the sources): HCCL numbers the ranks.
-        for name in ("RANK_ID", "RANK_SIZE"):
-            del launcher[name]
+        del launcher["RANK_SIZE"]
         launcher.update(ctx.cluster_env)
         # What a script reads instead: the world size is CM_WORKER_SIZE; ModelZoo's rank-table-free
         # scripts switch their models to RANK_SIZES / RANK_IDS with sed (ResNet50_ID0058 test/
-        # train_performance_bs256_hw192_16p.sh @ 22c93f5), so these are offered too. DEVICE_INDEX and
-        # RANK_IDS follow npulaunch's order (HCCL numbers CM ranks itself: get_rank_id for that).
-        launcher.update({"RANK_SIZES": str(ctx.world_size), "RANK_IDS": str(ctx.rank)})
+        # train_performance_bs256_hw192_16p.sh @ 22c93f5), so these are offered too (RANK_IDS is
+        # rank_own_env's). DEVICE_INDEX and RANK_IDS follow npulaunch's order (HCCL numbers CM ranks
+        # itself: get_rank_id for that).
+        launcher["RANK_SIZES"] = str(ctx.world_size)
         unset.extend(("RANK_ID", "RANK_SIZE", "RANK_TABLE_FILE"))
     else:
         if ctx.rank_table_path is not None:
@@ -132,6 +110,40 @@ def build_rank_env(
     for name in launcher:  # a name without a source is the launcher's (RankSpec.env_sources): 1 KB a rank less
         sources.pop(name, None)
     return env, tuple(unset), sources
+
+
+class RankPlace(NamedTuple):
+    """Where one rank sits on its host, and its directories: what its own variables are made of."""
+
+    rank: int
+    local_rank: int
+    device_id: int  # physical
+    ascend_device_id: int  # as the rank's process opens it
+    rank_dir: str
+    plog_dir: str
+
+
+def rank_own_env(place: RankPlace, cm_mode: bool, options: Optional[Mapping[str, Any]] = None) -> Dict[str, str]:
+    """The launcher's values that differ from rank to rank of a host. ``options``: the rank's session
+    options when they are its own (else host_env gives every rank the same text)."""
+    rank = str(place.rank)
+    device = str(place.device_id)
+    own = {
+        "RANK_IDS" if cm_mode else "RANK_ID": rank,
+        # DEVICE_ID the physical id (the rank table's device_id), ASCEND_DEVICE_ID the id the process opens:
+        # the TF Adapter uses ASCEND_DEVICE_ID whenever it is set (npu_attrs.cc GetEnvDeviceID)
+        "DEVICE_ID": device,
+        "ASCEND_DEVICE_ID": device if place.ascend_device_id == place.device_id else str(place.ascend_device_id),
+        "ASCEND_PROCESS_LOG_PATH": place.plog_dir,
+        "NPULAUNCH_LOCAL_RANK": str(place.local_rank),
+        "NPULAUNCH_RANK_DIR": place.rank_dir,
+        # ModelZoo's DEVICE_INDEX is the data-shard index, int() with no default (ResNet50_ID0058
+        # src/data_loader/resnet50/data_loader.py: d.shard(RANK_SIZE, DEVICE_INDEX)), so the global rank
+        "DEVICE_INDEX": rank,
+    }
+    if options is not None:
+        own[SESSION_OPTIONS_VAR] = session_options_text(options)
+    return own
 
 
 BERT_SERVER_WIDTH = 8  # RANK_INDEX * 8 + DEVICE_ID: ModelZoo's BERT / NEZHA pretraining shard index

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from helpers import full_plan, run_cli
 
 from npulaunch.config.load import parse_config
@@ -115,6 +116,52 @@ def test_plan_json_writes_each_environment_once_and_every_rank_s_complete_enviro
     assert data["ranks"][1]["env"]["RUN_TAG"] == "r1" and "FOO" not in data["ranks"][1]["env"]
     assert "DROPPED" not in full_rank(data, data["ranks"][0])["env"]
     assert full_rank(data, data["ranks"][0])["env"]["PYTHONPATH"].endswith(":/p")
+
+
+JOB = "job:\n  command: [python3, t.py, --token=abc]\n  log_dir: /srv/logs\n"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # hosts the plan cannot see, the same options for every rank: each host's part worked out once
+        "hosts: [{host: 10.0.0.2, devices: 4}, {host: 10.0.0.3, devices: [4, 5, 6, 7]}]\nrank_table: none\n"
+        "env: {FOO: bar, DB_URL: 'http://u:pw@db'}\nsession_options: {hcom_parallel: true}\n",
+        # local ranks (inheriting RANK_ID, PYTHONPATH, a secret) and a remote host, injection on
+        "hosts: [{host: localhost, devices: 2}, {host: 127.0.0.1, devices: [2, 3]}, {host: 10.0.0.2, devices: 2}]\n"
+        "rank_table: none\nsession_injection: auto\nenv: {MY_SECRET: s, DROPPED: null}\n",
+        # rank-table-free: RANK_IDS and the host's CM_* values
+        "hosts: [{host: localhost, devices: [6, 7]}]\nrank_table: cm\n",
+        # TensorFlow's TF_CONFIG, each rank its own, with its source
+        "hosts: [{host: localhost, devices: 3}]\ncpu_fallback: true\n",
+        # options each rank has its own of (local_rank_id, local_device_list)
+        "hosts: [{host: localhost, devices: [0, 1]}]\nrank_table: none\ndata_preprocess: host_main\n"
+        "session_options: {iterations_per_loop: 10}\n",
+    ],
+    ids=["remote", "local-and-remote", "cm", "cpu-fallback", "own-options"],
+)
+def test_each_rank_s_json_line_is_json_dumps_of_its_entry_and_holds_its_complete_environment(body: str) -> None:
+    """The rank lines are written from each host's shared part and the rank's own values (planjson
+    rank_line), not by json.dumps: a line is exactly what json.dumps gives for the dictionary it holds,
+    and the rank's complete environment rebuilt from it is the one rank_to_dict gives."""
+    from npulaunch.plan.planjson import full_rank, rank_to_dict, render_plan_json
+
+    config = parse_config(parse_yaml(JOB + body, "job.yaml"), base_dir="/srv")
+    discovery = Discovery(
+        devices=lambda: list(range(8)), device_ips=lambda ids: None, environ=lambda: {}, npu_present=lambda: True
+    )
+    plan = build_plan(config, "j", "u", discovery)
+    shell = {"HOME": "/root", "DROPPED": "x", "RANK_ID": "9", "PYTHONPATH": "/p", "MY_SECRET": "t", "DEVICE_ID": "1"}
+    inherited = {host: dict(shell) for host in ("localhost", "127.0.0.1")}
+    text = render_plan_json(plan, inherited)
+    lines = text.split('\n  "ranks": [\n', 1)[1].splitlines()[: plan.world_size]
+    data = json.loads(text)
+    assert len(lines) == len(data["ranks"]) == plan.world_size > 1
+    for spec, line, entry in zip(plan.ranks, lines, data["ranks"]):
+        assert line.strip().rstrip(",") == json.dumps(entry)
+        expected = rank_to_dict(spec, inherited.get(spec.host, {}), plan.rank_device(spec))
+        assert full_rank(data, entry) == json.loads(json.dumps(expected)), spec.rank
+        assert "abc" not in line and "pw@" not in line
 
 
 def test_plan_rank_shows_one_rank_complete(tmp_path: Path, log_dir: Path) -> None:
