@@ -6,6 +6,7 @@ remote agents get absolute paths inside their RankSpec and HostPlan, never this 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, replace
@@ -158,14 +159,20 @@ class JobLayout:
         """Rank ``rank``'s directory in this attempt: ``rank-<N>/``, where a local rank writes and
         where the launcher gathers a remote rank's output; with ``host``, that remote host's own
         copy (``hosts/<host>/rank-<N>/``: its logs as written there, and its plogs)."""
-        where = (HOSTS_DIRNAME, host) if host is not None else ()
-        directory = os.path.join(self.attempt_dir, *where, f"rank-{rank}")  # never ends with "/"
+        directory = _ranks_in(self.attempt_dir, host) + str(rank)  # never ends with "/"
         return RankPaths(
             directory,
             f"{directory}/{STDOUT_FILENAME}",
             f"{directory}/{STDERR_FILENAME}",
             f"{directory}/{PLOG_DIRNAME}",
         )
+
+
+@functools.lru_cache(maxsize=1024)  # one per host of the job: 32,768 ranks join 2,048 times, not 32,768
+def _ranks_in(attempt_dir: str, host: Optional[str]) -> str:
+    """The start of the directory of each rank: ``<attempt>/rank-`` or ``<attempt>/hosts/<host>/rank-``."""
+    where = (HOSTS_DIRNAME, host) if host is not None else ()
+    return os.path.join(attempt_dir, *where, "rank-")
 
 
 def _numbered(directory: str, pattern: "re.Pattern[str]") -> List[int]:

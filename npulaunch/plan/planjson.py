@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
 from npulaunch.host.redact import REDACTED, is_secret, redact_argv, redact_env, redact_text
 from npulaunch.host.spec import RankEnv, RankSpec, compose_env, set_by_npulaunch
@@ -168,6 +168,18 @@ class _HostPart:
     options: str
     binding_of: Optional[Dict[str, Any]]
     binding: str
+    own: Dict[str, _OwnName]  # each name of the ranks' own values, as the first rank that had it met it
+
+
+class _OwnName(NamedTuple):
+    """One name of the ranks' own values, on one host: its source, and what it is compared with."""
+
+    source: str
+    replacing: str  # the source when the rank's value replaces an inherited one
+    inherited: Any  # the inherited value, or _MISSING
+    base_value: Any  # the base's value and source, or _MISSING
+    base_source: Any
+    secret: bool
 
 
 class _Bases:
@@ -223,14 +235,14 @@ class _Bases:
             return json.dumps(entry)
         # the host's part, worked out once, and the rank's own values (RankEnv.own) against the base
         own_env, own_sources = dict(host.env), dict(host.sources)
-        base_env, base_sources = self._bases[group]
         for name, value in spec.env.own.items():  # type: ignore[attr-defined]  # (_host_part checked)
-            source = spec.env_sources.get(name, "launcher")
-            if name in inherited and inherited[name] != value:
-                source += " (replaces the inherited value)"
-            if base_env.get(name, _MISSING) != value:
-                own_env[name] = REDACTED if is_secret(name) else redact_text(value)
-            if base_sources.get(name, _MISSING) != source:
+            known = host.own.get(name)
+            if known is None:
+                known = host.own[name] = self._own_name(spec, inherited, group, name)
+            source = known.source if known.inherited is _MISSING or known.inherited == value else known.replacing
+            if value != known.base_value:
+                own_env[name] = REDACTED if known.secret else redact_text(value)
+            if source != known.base_source:
                 own_sources[name] = source
         physical, logical, user = self._plan.rank_device(spec)
         options = host.options if spec.session_options is host.options_of else _dumps(spec.session_options)
@@ -242,11 +254,23 @@ class _Bases:
             f'{{"rank": {spec.rank:d}, "local_rank": {spec.local_rank:d}, "world_size": {spec.world_size:d}, '
             f'"host": {_string(spec.host)}, "node_rank": {spec.node_rank:d}, "device_id": {spec.device_id:d}, '
             f'"device": {{"physical": {physical:d}, "logical": {logical:d}, "ascend_device_id": {user:d}}}, '
-            f'"argv": {host.argv}, "cwd": {_string(spec.cwd)}, "env": {_dumps(dict(sorted(own_env.items())))}, '
-            f'"env_sources": {_dumps(dict(sorted(own_sources.items())))}, "env_unset": {host.unset}, '
+            f'"argv": {host.argv}, "cwd": {_string(spec.cwd)}, "env": {_texts(own_env)}, '
+            f'"env_sources": {_texts(own_sources)}, "env_unset": {host.unset}, '
             f'"session_options": {options}, "stdout": {_string(spec.stdout_path)}, '
             f'"stderr": {_string(spec.stderr_path)}, "plog_dir": {_string(spec.plog_dir)}, "make_dirs": {made}, '
             f'"cpus": {cpus}, "cpu_binding": {binding}, "env_base": {group:d}, "env_removed": {host.removed}}}'
+        )
+
+    def _own_name(self, spec: RankSpec, inherited: Mapping[str, str], group: int, name: str) -> _OwnName:
+        source = spec.env_sources.get(name, "launcher")
+        base_env, base_sources = self._bases[group]
+        return _OwnName(
+            source,
+            source + " (replaces the inherited value)",
+            inherited.get(name, _MISSING),
+            base_env.get(name, _MISSING),
+            base_sources.get(name, _MISSING),
+            is_secret(name),
         )
 
     def _host_part(self, spec: RankSpec, inherited: Mapping[str, str], group: int) -> Optional[_HostPart]:
@@ -280,6 +304,7 @@ class _Bases:
             options=_dumps(spec.session_options),
             binding_of=spec.cpu_request,
             binding=_dumps(spec.cpu_request),
+            own={},
         )
         self._hosts[key] = part
         return part
@@ -307,6 +332,14 @@ class _Bases:
 
 
 _MISSING = object()
+
+
+def _texts(values: Mapping[str, str]) -> str:
+    """``json.dumps`` of a dictionary of strings, sorted by name: 1 us, not json.dumps's 5 (which makes
+    a new C encoder at every call)."""
+    return "{" + ", ".join(_string(name) + ": " + _string(values[name]) for name in sorted(values)) + "}"
+
+
 _dumps = json.dumps
 _string: Callable[[str], str] = json.encoder.encode_basestring_ascii
 

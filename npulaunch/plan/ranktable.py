@@ -144,20 +144,23 @@ def _server_problems(server: Dict[str, Any], version: Any, ips: Dict[Any, str], 
         problems.append(f"server_id {name!r} is not a string of 1 to {SERVER_ID_MAX} characters")
     ranks: List[int] = []
     seen_devices = set()
+    keys = ("device_id", "rank_id", "super_device_id") if version == "1.2" else ("device_id", "rank_id")
     for device in server.get("device") or []:
-        keys = ["device_id", "rank_id"] + (["super_device_id"] if version == "1.2" else [])
-        for key in keys + (["device_ip"] if "device_ip" in device else []):
+        for key in keys + (("device_ip",) if "device_ip" in device else ()):
             if not isinstance(device.get(key), str):
                 problems.append(f"{name}: {key} {device.get(key)!r} is not a string")
-        if device.get("device_id") in seen_devices:  # HCOMM CheckDeviceId
-            problems.append(f"{name}: device {device.get('device_id')} listed twice")
-        seen_devices.add(device.get("device_id"))
+        device_id = device.get("device_id")
+        if device_id in seen_devices:  # HCOMM CheckDeviceId
+            problems.append(f"{name}: device {device_id} listed twice")
+        seen_devices.add(device_id)
         if "device_ip" in device:
-            owner = ips.setdefault(device["device_ip"], f"{name}/{device.get('device_id')}")
-            if owner != f"{name}/{device.get('device_id')}":
-                problems.append(f"device_ip {device['device_ip']} used by {owner} and {name}/{device.get('device_id')}")
-        if str(device.get("rank_id", "")).isdigit():
-            ranks.append(int(device["rank_id"]))
+            here = f"{name}/{device_id}"
+            owner = ips.setdefault(device["device_ip"], here)
+            if owner != here:
+                problems.append(f"device_ip {device['device_ip']} used by {owner} and {here}")
+        rank = device.get("rank_id", "")
+        if str(rank).isdigit():
+            ranks.append(int(rank))
     return ranks
 
 
