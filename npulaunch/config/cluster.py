@@ -4,13 +4,13 @@ modes and their allowed values. config/load.py builds it from the YAML; the plan
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Union
 
 from npulaunch.config.checker import describe
 from npulaunch.host.errors import ConfigProblem, YamlPath, render_path
+from npulaunch.host.lazyre import lazy_re
 from npulaunch.host.topology import Binding
 
 if TYPE_CHECKING:  # yaml is imported only when a file is read
@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # yaml is imported only when a file is read
 MAX_DEVICE_ID = 63
 DEFAULT_GRACE_PERIOD_S = 5.0
 DEFAULT_LOG_DIR = "npulaunch-logs"
-JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
-HOST_PATTERN = re.compile(r"^[A-Za-z0-9_.:%-]+$")
+JOB_ID_PATTERN = lazy_re(r"^[A-Za-z0-9_-]+$")
+HOST_PATTERN = lazy_re(r"^[A-Za-z0-9_.:%-]+$")
 
 
 class RankTableMode(str, Enum):

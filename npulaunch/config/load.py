@@ -42,6 +42,7 @@ from npulaunch.config.sections import (
     parse_super_pod,
 )
 from npulaunch.host.errors import ConfigError, ConfigProblem, YamlPath, render_path
+from npulaunch.host.lazyre import lazy_re
 from npulaunch.host.spec import FORWARDABLE_SIGNALS
 
 if TYPE_CHECKING:  # yaml is imported only when a file is read
@@ -431,7 +432,7 @@ def _parse_devices(check: Checker, value: Any, path: YamlPath) -> Optional[Devic
 
 
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-_DOTTED_QUAD = re.compile(r"%s(?:\.%s){3}" % (_OCTET, _OCTET), re.ASCII)  # no leading zeros, as IPv4Address
+_DOTTED_QUAD = lazy_re(r"%s(?:\.%s){3}" % (_OCTET, _OCTET), re.ASCII)  # no leading zeros, as IPv4Address
 
 
 def _parse_device_ips(

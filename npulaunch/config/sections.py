@@ -12,9 +12,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from npulaunch.config.checker import Checker, describe, did_you_mean
 from npulaunch.config.cluster import ALL_DEVICES, MAX_DEVICE_ID, Devices, HostConfig
 from npulaunch.host.errors import YamlPath
+from npulaunch.host.lazyre import lazy_re
 from npulaunch.host.topology import MODES, Binding, parse_cpulist
 
-ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME_PATTERN = lazy_re(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by npulaunch for every rank; the YAML's env may not set them (it would break the job).
 RANK_VARIABLES = (
     "RANK_ID",
@@ -179,7 +180,7 @@ def parse_monitor(check: Checker, value: Any) -> Dict[str, Any]:
 
 
 SLURM_KEYS = ("nodes", "time", "partition", "account", "sbatch_options")
-SLURM_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+SLURM_TIME = lazy_re(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
 
 
 def parse_slurm(check: Checker, value: Any) -> Dict[str, Any]:

@@ -23,10 +23,12 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from npulaunch.host.lazyre import lazy_re
+
 Version = Tuple[int, int, int, int]  # (major, minor, 0 for an RC / 1 for a release, RC or patch number)
 
 # 6.0.RC1, 6.0.1, 6.3.RC2, 7.0.0, 8.0.RC2, 8.5.0, 9.0.0; a suffix (".alpha001", "-beta1") is ignored
-_VERSION = re.compile(r"^(\d+)\.(\d+)\.(?:(RC)(\d+)|(\d+))(?:[.\-_][A-Za-z0-9.]*)?$", re.IGNORECASE)
+_VERSION = lazy_re(r"^(\d+)\.(\d+)\.(?:(RC)(\d+)|(\d+))(?:[.\-_][A-Za-z0-9.]*)?$", re.IGNORECASE)
 VERSION_FORMS = "a CANN version such as 6.0.RC1, 6.0.1, 7.0.0, 8.0.RC2 or 9.0.0"
 LEGACY_PRODUCTS = (None, "atlas-training", "atlas-300i-duo")  # 68-second steps, at most 17340 s
 STEP_S = 68

@@ -12,16 +12,17 @@ import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from npulaunch.config.catalog import EnvVarSpec, OptionSpec, allowed_text, env_allowed_text
+from npulaunch.host.lazyre import lazy_re
 
 Rendered = Union[bool, int, str]
 # Per-rank placeholders, in session-option paths and in the command's arguments, job.workdir, env values
 # and job.make_dirs. {device_id} is the physical id (DEVICE_ID), {node_rank} the host's index (RANK_INDEX).
 PLACEHOLDERS = ("rank", "local_rank", "device_id", "node_rank", "host", "job_id", "job_dir")
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_PLACEHOLDER = lazy_re(r"\{([^{}]*)\}")
 # In argv, workdir, env and make_dirs only {name} with a name is a placeholder: {{name}} is a literal
 # {name}, ${name} a shell variable left alone, and other braces (JSON, Python dicts) are text.
-_RANK_TEXT = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}|(\$?)\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]*$")
+_RANK_TEXT = lazy_re(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}|(\$?)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_NAME = lazy_re(r"^[A-Za-z_][A-Za-z0-9_./-]*$")
 
 
 class ValueProblem(Exception):

@@ -30,7 +30,6 @@ def launcher_state(layout: JobLayout) -> LauncherState:
     time and boot id is the launcher; anything else means it is gone (killed, or the machine
     rebooted). When it is gone, the job's processes still alive here are listed (by the job's
     uuid in their environment)."""
-    import socket
     import time
 
     from npulaunch.host.agent.procs import boot_id, marked_processes
@@ -42,7 +41,7 @@ def launcher_state(layout: JobLayout) -> LauncherState:
     if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
         return LauncherState(None, None, "no readable launcher.json")
     pid, host = record["pid"], record.get("host")
-    if host is not None and host != socket.gethostname():
+    if host is not None and host != os.uname().nodename:  # gethostname()
         return LauncherState(None, pid, f"launcher {pid} runs on {host}: look there")
     same_boot = record.get("boot_id") in (None, boot_id())
     if same_boot and record.get("start_ticks") is not None and start_ticks(pid) == record["start_ticks"]:

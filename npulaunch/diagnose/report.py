@@ -5,7 +5,6 @@ text shown from it is views/reporttext.py's, the files are written by launch/job
 
 from __future__ import annotations
 
-import re
 import resource
 import signal
 from dataclasses import replace
@@ -16,6 +15,7 @@ from npulaunch.diagnose.rootcause import RootCause
 from npulaunch.diagnose.summary import FailureReport, JobInfo, JobStatus, JobSummary, RankSummary
 from npulaunch.host.agent.tail import last_lines
 from npulaunch.host.events import Event
+from npulaunch.host.lazyre import lazy_re
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
 from npulaunch.plan.launchplan import LaunchPlan
 
@@ -111,8 +111,8 @@ def build_report(
 
 
 # "ValueError: bad", "numpy.linalg.LinAlgError: ...", "KeyboardInterrupt": a traceback's last line
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Fault)\b(?::.*)?$")
-_FRAME_LINE = re.compile(r'^\s+File "[^"]*", line \d+')
+_EXCEPTION_LINE = lazy_re(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Fault)\b(?::.*)?$")
+_FRAME_LINE = lazy_re(r'^\s+File "[^"]*", line \d+')
 
 
 def python_exception(lines: Sequence[str]) -> Optional[Tuple[str, Optional[str]]]:

@@ -15,17 +15,18 @@ from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.host.errors import PlanError
+from npulaunch.host.lazyre import lazy_re
 
 Runner = Callable[[Sequence[str]], str]
 TOOL_TIMEOUT_S = 20.0
 
 # "| 0     910B2C              | OK            | 86.8        35     ..." (one per NPU card)
-_NPU_ROW = re.compile(r"^\|\s*(\d+)\s+(\S+)\s*\|\s*([A-Za-z]+)\s*\|")
+_NPU_ROW = lazy_re(r"^\|\s*(\d+)\s+(\S+)\s*\|\s*([A-Za-z]+)\s*\|")
 # "| 0                         | 0000:66:00.0  | 0           0    / 0 ..." (one per chip); Atlas A3's
 # npu-smi adds a Phy-ID column after the chip ("| 1     1                   | 0000:9F:00.0 ..."), its two
 # dies being two devices (vllm-project/vllm-ascend issue 2035, npu-smi 24.1.rc3.7)
-_CHIP_ROW = re.compile(r"^\|\s*(\d+)(?:\s+(\d+))?\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*\|")
-_IPADDR = re.compile(r"^\s*ipaddr\s*:\s*(\d{1,3}(?:\.\d{1,3}){3})\s*$", re.MULTILINE)
+_CHIP_ROW = lazy_re(r"^\|\s*(\d+)(?:\s+(\d+))?\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*\|")
+_IPADDR = lazy_re(r"^\s*ipaddr\s*:\s*(\d{1,3}(?:\.\d{1,3}){3})\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,9 @@ class NpuProcess:
 # pid, name, memory; npu-smi 25.2.0, vllm-project/vllm-ascend issue 6512), also with a trailing
 # "| NA |" column "Process id in container" (npu-smi 26.0.rc2, vllm-ascend issue 12980); Ascend 950's
 # table has one "NPU ID" column and no chip (hicann/driver docs/en/Ascend_950_npu-smi querying-basic-information.md)
-_PROCESS_ROW = re.compile(r"^\|\s*(\d+)(?:\s+(\d+))?\s*\|\s*(\d+)\s*\|([^|]*)\|")
+_PROCESS_ROW = lazy_re(r"^\|\s*(\d+)(?:\s+(\d+))?\s*\|\s*(\d+)\s*\|([^|]*)\|")
 # "| npu-smi 25.2.0                   Version: 25.2.0      |": the driver version after "Version:"
-_SMI_VERSION = re.compile(r"^\|\s*npu-smi\s+\S+\s+Version:\s*(\S+)", re.MULTILINE)
+_SMI_VERSION = lazy_re(r"^\|\s*npu-smi\s+\S+\s+Version:\s*(\S+)", re.MULTILINE)
 
 
 def parse_npu_smi_processes(text: str) -> Tuple[NpuProcess, ...]:
@@ -157,7 +158,7 @@ CONTAINER_VISIBLE_VAR = "ASCEND_VISIBLE_DEVICES"
 RT_VISIBLE_VAR = "ASCEND_RT_VISIBLE_DEVICES"
 # Ascend Docker Runtime's device names: "Ascend910-3", "npu-3" (Ascend/mind-cluster
 # component/ascend-docker-runtime/runtime/process/process.go @ 22bb3d9, deviceRegx)
-_DEVICE_NAME = re.compile(r"^(?:Ascend(?:910|310B|310P|310)|npu)-(\d+)$")
+_DEVICE_NAME = lazy_re(r"^(?:Ascend(?:910|310B|310P|310)|npu)-(\d+)$")
 
 
 def physical_ids(chips: Sequence[NpuChip], container_visible: Optional[str]) -> Tuple[int, ...]:
@@ -205,7 +206,7 @@ def parse_container_visible_devices(text: str) -> Optional[Tuple[int, ...]]:
     return tuple(sorted(set(ids)))
 
 
-_RT_ACCEPTED = re.compile(r"^(\d+(?:,\d+)*),?")
+_RT_ACCEPTED = lazy_re(r"^(\d+(?:,\d+)*),?")
 
 
 def parse_rt_visible_devices(text: str) -> Tuple[Tuple[int, ...], str]:

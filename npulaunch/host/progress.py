@@ -16,11 +16,13 @@ from __future__ import annotations
 import re
 from typing import Optional, Pattern, Sequence, Tuple
 
+from npulaunch.host.lazyre import lazy_re
+
 Step = Tuple[int, Optional[int]]  # (step, total or None)
 LOOK_BACK = 20  # lines of a batch looked at, from its end
 
 PATTERNS: Tuple[Pattern[str], ...] = tuple(
-    re.compile(p, re.IGNORECASE | re.MULTILINE)
+    lazy_re(p, re.IGNORECASE | re.MULTILINE)
     for p in (
         r"\bglobal_step\b\s*[=:]?\s*(\d+)",
         r"\bstep\s*\[?\s*(\d+)\s*(?:/|of)\s*(\d+)",

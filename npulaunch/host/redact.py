@@ -14,18 +14,20 @@ import functools
 import re
 from typing import Dict, List, Mapping, Sequence
 
+from npulaunch.host.lazyre import lazy_re
+
 REDACTED = "***"
 SECRET_MARKERS = ("TOKEN", "PASSWORD", "PASSWD", "SECRET", "CREDENTIAL", "KEY")
 SECRET_WORDS = frozenset(("PASS", "PAT", "AUTH"))
 # --api-key, --token, --hf-token, --password, --secret, --access-key, --auth, ... with = or as the next
 # argument; the secret word ends the flag's name, so --max_new_tokens or --tokenizer are left alone
-_SECRET_FLAG = re.compile(
+_SECRET_FLAG = lazy_re(
     r"^(--?(?:[A-Za-z0-9]+[-_])*(?:token|password|passwd|pass|secret|api[-_]?key|access[-_]?key|credentials?|auth))"
     r"(=.*)?$",
     re.IGNORECASE,
 )
 # scheme://user:password@host -> scheme://user:***@host (and scheme://token@host is left: no password part)
-_URL_CREDENTIALS = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+@")
+_URL_CREDENTIALS = lazy_re(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+@")
 
 
 @functools.lru_cache(maxsize=4096)  # the same few dozen names, once per rank

@@ -15,13 +15,14 @@ import time
 from typing import Callable, Dict, Iterable, List, Match, Optional, Pattern, Sequence, Tuple, Union
 
 from npulaunch.host.agent.tail import split_lines
+from npulaunch.host.lazyre import lazy_re
 from npulaunch.host.signaturetable import CAUSE, SIGNATURES, SYMPTOM, Signature
 
 __all__ = ["CAUSE", "SYMPTOM", "SIGNATURES", "Signature", "Matcher", "parse_plog_time", "user_signatures"]
 
 
 # "[ERROR] HCCL(12345,python3):2024-01-02-03:04:05.678.901 [...]": plogs stamp each line like this
-_PLOG_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})-(\d{2}):(\d{2}):(\d{2})\.(\d{3})\.(\d{3})")
+_PLOG_TIME = lazy_re(r"(\d{4})-(\d{2})-(\d{2})-(\d{2}):(\d{2}):(\d{2})\.(\d{3})\.(\d{3})")
 
 
 def parse_plog_time(line: str) -> Optional[float]:

@@ -25,10 +25,10 @@ Sources (details in the project's facts notes):
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from npulaunch.host.lazyre import lazy_re
 from npulaunch.host.ranges import ranges
 
 SYSFS_ROOT_VAR = "NPULAUNCH_SYSFS_ROOT"  # read sysfs below another root (tests' stand-in server)
@@ -36,7 +36,7 @@ Cpus = Tuple[int, ...]
 Runner = Callable[[Sequence[str]], str]
 
 MODES = ("none", "blocks", "auto")  # and an explicit mapping device -> CPUs
-_TOPO_ROW = re.compile(r"^\s*NPU(\d+)\s+(.*\S)\s*$")
+_TOPO_ROW = lazy_re(r"^\s*NPU(\d+)\s+(.*\S)\s*$")
 
 
 class BindingError(Exception):

@@ -5,12 +5,12 @@ starts. Judged by plan/healthcheck.py and plan/netcheck.py, shown by views/check
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 from npulaunch.host.errors import NpulaunchError
+from npulaunch.host.lazyre import lazy_re
 from npulaunch.host.ranges import ranges
 
 
@@ -66,7 +66,7 @@ def compact(ids: Iterable[int]) -> str:
     return ranges(ids)
 
 
-_DEVICE_ARG = re.compile(r"-i \d+\b")
+_DEVICE_ARG = lazy_re(r"-i \d+\b")
 
 
 def merged(findings: Iterable[Finding]) -> List[Finding]:

@@ -5,11 +5,11 @@ as Slurm itself does, with a bound on the size so that a typo fails at once. Pur
 from __future__ import annotations
 
 import math
-import re
 from itertools import product
 from typing import List
 
 from npulaunch.host.errors import SchedulerError
+from npulaunch.host.lazyre import lazy_re
 
 MAX_HOSTS = 65536  # a typo such as node[1-10000000] must fail at once, not fill the launcher's memory
 
@@ -24,9 +24,9 @@ class _Malformed(ValueError):
 
 
 _HOSTLIST_ALLOWED = "comma-separated host names, with ranges in brackets: node01, node[01-04,07], rack[1-2]-n[1-3]"
-_HOSTLIST_PIECE = re.compile(r"\[([^\[\]]*)\]|([A-Za-z0-9._-]+)")
-_RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
-_TASKS = re.compile(r"([0-9]+)(?:\(x([0-9]+)\))?")
+_HOSTLIST_PIECE = lazy_re(r"\[([^\[\]]*)\]|([A-Za-z0-9._-]+)")
+_RANGE = lazy_re(r"([0-9]+)(?:-([0-9]+))?")
+_TASKS = lazy_re(r"([0-9]+)(?:\(x([0-9]+)\))?")
 
 
 def expand_hostlist(text: str, where: str = "hostlist") -> List[str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import List, Optional
 
 from npulaunch.host.errors import UsageError
+from npulaunch.host.lazyre import lazy_re
 
 PLAN_FILENAME = "plan.json"
 EVENTS_FILENAME = "events.jsonl"
@@ -27,8 +28,8 @@ PLOG_DIRNAME = "ascend"  # a rank's ASCEND_PROCESS_LOG_PATH
 STDOUT_FILENAME = "stdout.log"
 STDERR_FILENAME = "stderr.log"
 
-_NODE_DIR = re.compile(r"node-(\d+)")
-_ATTEMPT_DIR = re.compile(r"attempt-(\d+)")
+_NODE_DIR = lazy_re(r"node-(\d+)")
+_ATTEMPT_DIR = lazy_re(r"attempt-(\d+)")
 _OWN_FILES = (PLAN_FILENAME, EVENTS_FILENAME, LAUNCHER_FILENAME, SUMMARY_FILENAME)  # in a launcher's own directory
 
 

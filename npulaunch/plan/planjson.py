@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple
+from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from npulaunch.host.redact import REDACTED, is_secret, redact_argv, redact_env, redact_text
 from npulaunch.host.spec import RankEnv, RankSpec, compose_env, set_by_npulaunch
@@ -171,15 +171,20 @@ class _HostPart:
     own: Dict[str, _OwnName]  # each name of the ranks' own values, as the first rank that had it met it
 
 
-class _OwnName(NamedTuple):
+class _OwnName:
     """One name of the ranks' own values, on one host: its source, and what it is compared with."""
 
-    source: str
-    replacing: str  # the source when the rank's value replaces an inherited one
-    inherited: Any  # the inherited value, or _MISSING
-    base_value: Any  # the base's value and source, or _MISSING
-    base_source: Any
-    secret: bool
+    __slots__ = ("source", "replacing", "inherited", "base_value", "base_source", "secret")
+
+    def __init__(
+        self, source: str, replacing: str, inherited: Any, base_value: Any, base_source: Any, secret: bool
+    ) -> None:
+        self.source = source
+        self.replacing = replacing  # the source when the rank's value replaces an inherited one
+        self.inherited = inherited  # the inherited value, or _MISSING
+        self.base_value = base_value  # the base's value and source, or _MISSING
+        self.base_source = base_source
+        self.secret = secret
 
 
 class _Bases:

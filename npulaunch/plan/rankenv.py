@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.plan.rankfree import CM_VARIABLES
 
@@ -112,15 +112,20 @@ def host_env(
     return env, tuple(unset), sources
 
 
-class RankPlace(NamedTuple):
+class RankPlace:
     """Where one rank sits on its host, and its directories: what its own variables are made of."""
 
-    rank: int
-    local_rank: int
-    device_id: int  # physical
-    ascend_device_id: int  # as the rank's process opens it
-    rank_dir: str
-    plog_dir: str
+    __slots__ = ("rank", "local_rank", "device_id", "ascend_device_id", "rank_dir", "plog_dir")
+
+    def __init__(
+        self, rank: int, local_rank: int, device_id: int, ascend_device_id: int, rank_dir: str, plog_dir: str
+    ) -> None:
+        self.rank = rank
+        self.local_rank = local_rank
+        self.device_id = device_id  # physical
+        self.ascend_device_id = ascend_device_id  # as the rank's process opens it
+        self.rank_dir = rank_dir
+        self.plog_dir = plog_dir
 
 
 def rank_own_env(place: RankPlace, cm_mode: bool, options: Optional[Mapping[str, Any]] = None) -> Dict[str, str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
+from npulaunch.host.lazyre import lazy_re
 from npulaunch.plan.hostlist import expand_hostlist, invalid_value, parse_tasks_per_node
 
 
@@ -135,8 +136,8 @@ _SLURM_JOB = ("SLURM_JOB_ID", "SLURM_JOBID")
 _SLURM_NODELISTS = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
 _OMPI = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")
 _PMI = ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")
-_VOLCANO_HOSTS = re.compile(r"VC_(.+)_HOSTS")
-_ORDINAL = re.compile(r"(.+)-(0|[1-9][0-9]*)")
+_VOLCANO_HOSTS = lazy_re(r"VC_(.+)_HOSTS")
+_ORDINAL = lazy_re(r"(.+)-(0|[1-9][0-9]*)")
 
 Reader = Callable[[Mapping[str, str], str], Optional[_Draft]]
 

@@ -7,7 +7,6 @@ counts what was drawn. Pure rendering from the summary and the events.
 
 from __future__ import annotations
 
-import html
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -38,7 +37,10 @@ TEARDOWN_COLOUR = "#555555"
 
 
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """``html.escape(str(value))``: the same five replacements, without importing ``html`` (which loads
+    its table of 2,000 entities, 1.5 ms of every run that writes report.html)."""
+    text = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace('"', "&quot;").replace("'", "&#x27;")
 
 
 def _clock(epoch: Optional[float]) -> str:

@@ -11,24 +11,26 @@ from __future__ import annotations
 import re
 from typing import Dict, Optional, Tuple
 
+from npulaunch.host.lazyre import lazy_re
+
 # hicann/driver src/custom/network/hccn/ascend910B/hccn_tool/tool_ops.c @ ef377e95 (tool_link_get_linkstatus):
 # "link status: UP" / "link status: DOWN"; the vNIC query prints "vnic link status: ..." (not matched here)
-_LINK = re.compile(r"^\s*link status\s*:\s*(\w+)", re.MULTILINE | re.IGNORECASE)
+_LINK = lazy_re(r"^\s*link status\s*:\s*(\w+)", re.MULTILINE | re.IGNORECASE)
 # the same file, g_net_health_status: Success, Socket fail, Receive timeout, Unreachable, Time exceeded,
 # Fault, Init, Thread error, Detect ip set, Unknown; a 2022 capture spells "Socket failed" (Ascend/mind-cluster
 # component/ascend-faultdiag/test/st_module_testcase/kg_parse/npu_info_before.txt @ 22bb3d98)
-_NET_HEALTH = re.compile(r"^\s*net health status\s*:\s*(.+?)\s*$", re.MULTILINE | re.IGNORECASE)
+_NET_HEALTH = lazy_re(r"^\s*net health status\s*:\s*(.+?)\s*$", re.MULTILINE | re.IGNORECASE)
 # tool_ops_ext.c: "default gateway:%s, Iface:eth%d" (910B); Ascend 950 prints "default gateway:%s" only
-_GATEWAY = re.compile(r"^\s*default gateway\s*:\s*([0-9A-Fa-f.:]+)", re.MULTILINE)
+_GATEWAY = lazy_re(r"^\s*default gateway\s*:\s*([0-9A-Fa-f.:]+)", re.MULTILINE)
 # tool_ops.c tool_get_netdetect: "netdetect addr: %s"; a MindIE deployment document shows "netdetect address:"
-_NETDETECT = re.compile(r"^\s*netdetect addr(?:ess)?\s*:\s*([0-9A-Fa-f.:]+)", re.MULTILINE | re.IGNORECASE)
+_NETDETECT = lazy_re(r"^\s*netdetect addr(?:ess)?\s*:\s*([0-9A-Fa-f.:]+)", re.MULTILINE | re.IGNORECASE)
 # tool_tls.c: "dev_id:%d, tls switch[%u](0:disable, 1:enable), ..." (older drivers lack "tls preconfigured")
-_TLS = re.compile(r"tls switch\s*\[\s*(\d)\s*\]", re.IGNORECASE)
-_NETMASK = re.compile(r"^\s*netmask\s*:\s*(\d{1,3}(?:\.\d{1,3}){3})\s*$", re.MULTILINE)
+_TLS = lazy_re(r"tls switch\s*\[\s*(\d)\s*\]", re.IGNORECASE)
+_NETMASK = lazy_re(r"^\s*netmask\s*:\s*(\d{1,3}(?:\.\d{1,3}){3})\s*$", re.MULTILINE)
 # hccn_product_ext/ds_net_ext.c dsmi_ping_fun: "device %d PING %s" then the device's lines
 # ("recv seq=0,time=1.418000ms", "recv time out seq=0", "3 packets transmitted, 3 received, 0.00% packet loss");
 # the tool itself treats "Message too long", "recv time out seq" and "Destination Host Unreachable" as failures
-_PING_SUMMARY = re.compile(r"(\d+)\s+packets? transmitted,\s*(\d+)\s+received", re.IGNORECASE)
+_PING_SUMMARY = lazy_re(r"(\d+)\s+packets? transmitted,\s*(\d+)\s+received", re.IGNORECASE)
 PING_FAILURE_MARKERS = ("Message too long", "recv time out seq", "Destination Host Unreachable")
 UNSET_ADDRESSES = ("", "0.0.0.0", "::")
 
@@ -149,7 +151,7 @@ def parse_key_values(text: str) -> Dict[str, str]:
 
 # version.cfg: "toolkit_running_version=[1.84.15.1.310:6.0.1]" (Ascend/samples issue 11; the format in
 # Ascend/MindIE-LLM src/kernels/mie_ops/csrc/scripts/package/common/sh/version_cfg.inc @ 8b4871ad)
-_VERSION_CFG = re.compile(r"^\s*(\w+?)_running_version\s*=\s*\[[^:\]]*:([^\]]+)\]", re.MULTILINE)
+_VERSION_CFG = lazy_re(r"^\s*(\w+?)_running_version\s*=\s*\[[^:\]]*:([^\]]+)\]", re.MULTILINE)
 
 
 def parse_toolkit_version(text: str) -> Optional[str]:

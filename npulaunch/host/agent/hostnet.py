@@ -11,7 +11,6 @@ all four apply when the communicator is built from the root's information (rank-
 
 from __future__ import annotations
 
-import socket
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 DEFAULT_BASE_PORT = 60000
@@ -27,6 +26,8 @@ def hccl_env_problems(env: Mapping[str, str]) -> List[List[str]]:
         address = env["HCCL_IF_IP"].strip()
         found.append(["HCCL_IF_IP", address, "" if _is_local(address) else "no interface of this host has it"])
     if env.get("HCCL_SOCKET_IFNAME"):
+        import socket  # here, not at import: a plain run checks no interface (2 ms)
+
         rule = env["HCCL_SOCKET_IFNAME"].strip()
         names = [name for _, name in socket.if_nameindex()]
         chosen = ifname_candidates(rule, names)
@@ -57,6 +58,8 @@ def ifname_candidates(rule: str, names: Sequence[str]) -> List[str]:
 
 def _is_local(address: str) -> bool:
     """Whether ``address`` belongs to this host: only then can a socket be bound to it."""
+    import socket
+
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -69,6 +72,7 @@ def _is_local(address: str) -> bool:
 def interface_has_address(name: str) -> bool:
     """An IPv4 address (SIOCGIFADDR) or an IPv6 one (/proc/net/if_inet6) on the interface."""
     import fcntl
+    import socket
     import struct
 
     try:
@@ -127,6 +131,8 @@ def port_facts(env: Mapping[str, str], wanted: bool, chief_port: Optional[int]) 
 def port_free(port: int) -> bool:
     """Whether a TCP socket can be bound to ``port`` on every IPv4 address right now (SO_REUSEADDR, as
     servers set it: a port in TIME_WAIT counts as free, one that is listened on or bound does not)."""
+    import socket
+
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
