@@ -47,6 +47,23 @@ def busy_cpu_s() -> float:
     return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # minus idle and iowait
 
 
+def floor_once(hosts: NetnsHosts, count: int, ranks: int = 2) -> float:
+    """The floor of a fan-out: OpenSSH's client starting ``ranks`` trivial Python processes on each of
+    ``count`` hosts at once, one session a host (the same sshd, login shell and rank start-up every
+    host pays under npulaunch, and nothing else). Seconds from the start to the last host's shell
+    reaching its command (its ``date``, printed as the ranks start)."""
+    command = "date +%s.%N; " + " ".join(f"{sys.executable} -c 'print(1)' &" for _ in range(ranks)) + " wait"
+    start = time.time()
+    procs = [
+        subprocess.Popen(
+            ["ssh", "-F", str(hosts.ssh_config), f"h{i}", command], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        for i in range(1, count + 1)
+    ]
+    started = [float(proc.communicate()[0].split()[0]) for proc in procs]
+    return max(started) - start
+
+
 def once(config: Path, job_id: str) -> tuple:
     """(run -> all started, run -> done, failure -> exit, launcher CPU s, whole machine's CPU s)."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
