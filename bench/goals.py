@@ -360,6 +360,14 @@ def render(rows: list, repeats: int, heavy: int, took: float) -> str:
             f"{'yes' if r['met'] else '**no**'} | {num(r['cpu_s'], 's')} | {num(r['rss_mb'], 'MB')} | "
             f"{num(r['floor_cpu_s'], 's')} | {num(r['floor_rss_mb'], 'MB')} |"
         )
+    for r in rows:
+        if r.get("seconds"):
+            times = {who: " -> ".join(f"{s:.2f} s" for _, s in sorted(by.items())) for who, by in r["seconds"].items()}
+            counts = " and ".join(f"{c} host{'s' * (c != 1)}" for c in sorted(r["seconds"]["floor"]))
+            out.append(
+                f"\nSSH start-up (run -> every rank started), {counts}: floor {times['floor']}, "
+                f"npulaunch {times['npulaunch']}."
+            )
     return "\n".join(out) + "\n"
 
 

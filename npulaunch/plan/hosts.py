@@ -231,12 +231,24 @@ def check_device_groups(config: ClusterConfig, devices_by_host: Sequence[Tuple[i
             ]
         )
     if config.product is None:
+        by_problem: Dict[str, List[int]] = {}  # one warning per problem, not one per host of 2,048
         for i, why in found:
-            warnings.append(
-                f"warning: hosts[{i}].devices ({config.hosts[i].host}): {why}; on an Atlas training server "
-                f"(product: atlas-training) HCCL allows {TRAINING_RULE}. Set product: to check your product's "
-                "rule (atlas-a2 and atlas-a3 have none)"
+            by_problem.setdefault(why, []).append(i)
+        for why, hosts in by_problem.items():
+            shown = ", ".join(f"hosts[{i}] ({config.hosts[i].host})" for i in hosts[:SHOWN_HOSTS])
+            more = f" and {len(hosts) - SHOWN_HOSTS} more hosts" if len(hosts) > SHOWN_HOSTS else ""
+            where = (
+                f"hosts[{hosts[0]}].devices ({config.hosts[hosts[0]].host})"
+                if len(hosts) == 1
+                else (f"the devices of {shown}{more}")
             )
+            warnings.append(
+                f"warning: {where}: {why}; on an Atlas training server (product: atlas-training) HCCL allows "
+                f"{TRAINING_RULE}. Set product: to check your product's rule (atlas-a2 and atlas-a3 have none)"
+            )
+
+
+SHOWN_HOSTS = 3  # a warning about many hosts names the first few
 
 
 # --- the rank table

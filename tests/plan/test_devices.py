@@ -294,6 +294,16 @@ def test_without_a_product_a_breach_is_a_warning_naming_product() -> None:
     assert warning.startswith("warning: hosts[0].devices (10.0.0.1)") and "Set product:" in warning
 
 
+def test_hosts_with_the_same_breach_share_one_warning() -> None:
+    """2,048 servers of 16 devices are one warning naming the first few, not 2,048 of 0.5 KB each."""
+    plan = plan_of(hosts_with(*["[8, 9]"] * 5, "[3, 4]"))
+    above = [w for w in plan.warnings if "device ids above 7" in w]
+    assert len(above) == 1 and len([w for w in plan.warnings if "span both groups" in w]) == 1
+    assert above[0].startswith(
+        "warning: the devices of hosts[0] (10.0.0.1), hosts[1] (10.0.0.2), hosts[2] (10.0.0.3) and 2 more hosts: "
+    )
+
+
 @pytest.mark.parametrize(
     "extra", ["product: atlas-a2\n", "product: atlas-a3\n", "cpu_fallback: true\n", "rank_table: none\n"]
 )
