@@ -7,9 +7,7 @@ in as data-returning callables; nothing here spawns ranks or writes files.
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import (
     ClusterConfig,
@@ -18,23 +16,14 @@ from npulaunch.config.cluster import (
     validate_job_id,
 )
 from npulaunch.host.errors import ConfigError, ConfigProblem
-from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, RankEnv, RankSpec
+from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, RankSpec
 from npulaunch.host.topology import BindingError, HostCpus, plan_cpus, read_host_cpus
 from npulaunch.plan.hosts import check_device_groups, decide_rank_table, map_devices, resolve_devices, resolve_ips
 from npulaunch.plan.launchplan import Discovery, HostDevices, LaunchPlan
 from npulaunch.plan.layout import JobLayout
-from npulaunch.plan.rankenv import (
-    HostContext,
-    RankPlace,
-    host_env,
-    rank_own_env,
-    session_options_text,
-    shard_formula_note,
-)
+from npulaunch.plan.rankenv import shard_formula_note
 from npulaunch.plan.rankfree import CM_VARIABLES, ClusterInfo, cm_env_problems, decide_cluster_info
-
-PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"
-ATTEMPT_VAR = "NPULAUNCH_ATTEMPT"  # 1 for the first run of the job, 2 after the first restart, ...
+from npulaunch.plan.rankspecs import HostSlot, RankJob, rank_spec, shared_options
 
 
 def build_plan(
@@ -98,7 +87,7 @@ def build_plan(
     texts = [*config.job.command, config.job.workdir, *config.job.make_dirs, *(v for v in config.env.values() if v)]
     templated = any("{" in text for text in texts)
     auto = config.session_injection is Injection.AUTO
-    job = _Job(
+    job = RankJob(
         config,
         job_id,
         job_uuid,
@@ -107,15 +96,15 @@ def build_plan(
         world_size,
         cluster,
         templated,
-        _shared_options(config),
+        shared_options(config),
         cpu_request=config.job.cpu_binding.to_dict(),
         prepend=({"PYTHONPATH": INJECTION_TOKEN} if auto else {}, {"PYTHONPATH": INJECT_DIR} if auto else {}),
     )
     ranks: List[RankSpec] = []
     for node_rank, (host, mapped) in enumerate(zip(config.hosts, host_devices)):
-        where = _Host(host.host, node_rank, mapped.user, host.host in discovery.local_names, cpus_by_host[node_rank])
+        where = HostSlot(host.host, node_rank, mapped.user, host.host in discovery.local_names, cpus_by_host[node_rank])
         for local_rank, device_id in enumerate(mapped.physical):
-            ranks.append(_rank_spec(job, where, len(ranks), local_rank, device_id, tf_configs))
+            ranks.append(rank_spec(job, where, len(ranks), local_rank, device_id, tf_configs))
     shard_note = shard_formula_note([(r.rank, r.node_rank, r.device_id) for r in ranks], world_size)
     if shard_note:
         notes.append(shard_note)
@@ -163,23 +152,6 @@ def build_plan(
         rank_table_version=table_version,
         rank_table_reason=table_reason,
     )
-
-
-def _dirs_of(job: _Job, options: Dict[str, Any], cwd: str) -> Tuple[Tuple[str, str], ...]:
-    """The directories a rank's options write to; once per working directory when the options are shared."""
-    if job.shared_options is None or options is not job.shared_options[0]:
-        return _written_dirs(options, cwd)
-    if cwd not in job.written:
-        job.written[cwd] = _written_dirs(options, cwd)
-    return job.written[cwd]
-
-
-def _written_dirs(options: Dict[str, Any], cwd: str) -> Tuple[Tuple[str, str], ...]:
-    if not options:
-        return ()
-    from npulaunch.plan.rankoptions import written_dirs  # with the catalog: imported only when options exist
-
-    return written_dirs(options, cwd)
 
 
 def _cluster_info(
@@ -295,155 +267,6 @@ def _cpu_fallback(
         }
         for rank in range(world_size)
     ]
-
-
-@dataclass(frozen=True)
-class _Job:
-    """What every rank of the job shares."""
-
-    config: ClusterConfig
-    job_id: str
-    job_uuid: str
-    layout: JobLayout  # of this attempt
-    table_path: Optional[str]
-    world_size: int
-    cluster: Optional[ClusterInfo] = None  # rank_table: cm
-    templated: bool = False  # an argument, the workdir, an env value or make_dirs may hold a placeholder
-    # the session options when every rank gets the same (no placeholder, no data_preprocess additions), with
-    # their NPULAUNCH_SESSION_OPTIONS text: one dictionary and one text for 32,768 ranks, not one each
-    shared_options: Optional[Tuple[Dict[str, Any], str]] = None
-    written: Dict[str, Tuple[Tuple[str, str], ...]] = field(default_factory=dict)  # cwd -> dirs, shared options
-    # node rank -> host_env's (env, unset, sources), when not templated: one for every rank of the host
-    host_envs: Dict[int, Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]] = field(default_factory=dict)
-    cpu_request: Optional[Dict[str, Any]] = None  # job.cpu_binding, for the hosts that decide it themselves
-    prepend: Tuple[Dict[str, str], Dict[str, str]] = ({}, {})  # RankSpec.env_prepend of a remote, a local rank
-
-
-def _shared_options(config: ClusterConfig) -> Optional[Tuple[Dict[str, Any], str]]:
-    options = config.session_options
-    if not options or config.data_preprocess or any(isinstance(v, str) and "{" in v for v in options.values()):
-        return None
-    return dict(options), session_options_text(options)
-
-
-@dataclass(frozen=True)
-class _Host:
-    """One host of the job, as its ranks are built."""
-
-    host: str
-    node_rank: int
-    user_devices: Tuple[int, ...]  # its devices as its ranks open them (ASCEND_DEVICE_ID)
-    local: bool  # the launcher's own host
-    cpus: Optional[List[Tuple[int, ...]]]  # job.cpu_binding, by local rank (() not bound); None: decided there
-
-
-def _expanded(
-    job: _Job, values: Mapping[str, Any]
-) -> Tuple[Tuple[str, ...], str, Mapping[str, Optional[str]], Tuple[str, ...]]:
-    """argv, working directory, env and make_dirs of one rank, placeholders expanded (checked when
-    the config was read: config/values.py)."""
-    config = job.config
-    command, workdir, env = config.job.command, config.job.workdir, config.env
-    if not job.templated:
-        return command, workdir, env, config.job.make_dirs
-    from npulaunch.config.values import expand_placeholders as expand
-
-    cwd = os.path.normpath(expand(workdir, values))
-    made = tuple(
-        os.path.normpath(os.path.join(cwd, os.path.expanduser(expand(d, values)))) for d in config.job.make_dirs
-    )
-    env = {name: None if value is None else expand(value, values) for name, value in env.items()}
-    return tuple(expand(arg, values) for arg in command), cwd, env, made
-
-
-def _rank_spec(
-    job: _Job, where: _Host, rank: int, local_rank: int, device_id: int, tf_configs: List[Dict[str, str]]
-) -> RankSpec:
-    """Rank ``rank``, the ``local_rank``-th of host ``where``, on physical device ``device_id``."""
-    config = job.config
-    # a remote host keeps its own copy under hosts/<host>/; the launcher gathers rank-N/ (log_paths)
-    paths = job.layout.rank_paths(rank, None if where.local else where.host)
-    values: Mapping[str, Any] = {}
-    if job.templated or job.shared_options is None:
-        values = {
-            "rank": rank,
-            "local_rank": local_rank,
-            "device_id": device_id,
-            "node_rank": where.node_rank,
-            "host": where.host,
-            "job_id": job.job_id,
-            "job_dir": job.layout.job_dir,
-        }
-    argv, cwd, yaml_env, made = _expanded(job, values)
-    options: Dict[str, Any] = {}
-    options_text: Optional[str] = None
-    if job.shared_options is not None:
-        options, options_text = job.shared_options
-    elif config.session_options:
-        from npulaunch.plan.rankoptions import options_for_rank
-
-        options = options_for_rank(config.session_options, values)
-    if config.data_preprocess:  # one main process per host feeds the host's devices (seeds: Data Augmentation)
-        # in the numbering of ASCEND_DEVICE_ID: the TF Adapter's host queue dataset keeps this list beside
-        # its own device id from GetDeviceID (tf_adapter/kernels/aicpu/host_queue_dataset_op.cc @ 82957b92)
-        options["local_rank_id"] = local_rank
-        options["local_device_list"] = ",".join(str(d) for d in where.user_devices)
-    place = RankPlace(rank, local_rank, device_id, where.user_devices[local_rank], paths.dir, paths.plog_dir)
-    shared = None if job.templated else job.host_envs.get(where.node_rank)
-    if shared is None:
-        shared = _host_env(job, where, options_text, yaml_env)
-        if not job.templated:
-            job.host_envs[where.node_rank] = shared
-    shared_env, unset, env_sources = shared
-    own = rank_own_env(place, job.cluster is not None, None if options_text is not None else options)
-    if tf_configs:  # cpu_fallback
-        own.update(tf_configs[rank])
-        env_sources = {**env_sources, **dict.fromkeys(tf_configs[rank], "launcher (cpu_fallback)")}
-    cpus = None if where.cpus is None else where.cpus[local_rank]
-    return RankSpec(
-        rank=rank,
-        local_rank=local_rank,
-        world_size=job.world_size,
-        host=where.host,
-        node_rank=where.node_rank,
-        device_id=device_id,
-        argv=argv,
-        cwd=cwd,
-        env=RankEnv(own, shared_env),
-        env_unset=unset,
-        env_sources=env_sources,
-        session_options=options,
-        rank_dir=paths.dir,
-        stdout_path=paths.stdout,
-        stderr_path=paths.stderr,
-        plog_dir=paths.plog_dir,
-        env_prepend=job.prepend[where.local],
-        make_dirs=_dirs_of(job, options, cwd) + tuple(("job.make_dirs", path) for path in made),
-        cpus=cpus or None,
-        cpu_request=job.cpu_request if cpus is None else None,
-    )
-
-
-def _host_env(
-    job: _Job, where: _Host, options_text: Optional[str], yaml_env: Mapping[str, Optional[str]]
-) -> Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]:
-    """What the ranks of ``where`` share of their environment (rankenv.host_env), with npulaunch's own."""
-    ctx = HostContext(
-        world_size=job.world_size,
-        local_world_size=len(where.user_devices),
-        node_rank=where.node_rank,
-        host=where.host,
-        job_id=job.job_id,
-        job_uuid=job.job_uuid,
-        job_dir=job.layout.job_dir,
-        rank_table_path=job.table_path,
-        cluster_env=None if job.cluster is None else job.cluster.rank_env(where.node_rank),
-        session_options_text=options_text,
-    )
-    env, unset, sources = host_env(ctx, yaml_env)
-    env[PRECEDENCE_VAR] = job.config.session_precedence.value
-    env[ATTEMPT_VAR] = str(max(job.layout.attempt, 1))
-    return env, unset, sources
 
 
 def _bind_cpus(
