@@ -114,6 +114,25 @@ def run_restarted_job(log_dir: Path, marker: str, max_restarts: int, failures: i
     )
 
 
+def free_port_window(count: int = 32) -> int:
+    """The first port of ``count`` consecutive TCP ports that are free now and lie outside the kernel's
+    ephemeral range, so no outgoing connection of another test can take one while a test uses them."""
+    import socket
+
+    low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    candidates = [*range(20000, low - count, count), *range(high + 1, 65536 - count, count)]
+    for base in candidates:
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as sock:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    sock.bind(("0.0.0.0", port))
+        except OSError:
+            continue
+        return base
+    raise AssertionError(f"no {count} free ports outside the ephemeral range {low}-{high}")
+
+
 def rank_cmd(script: str, *args: str) -> List[str]:
     """``-- python3 tests/ranks/<script> args`` for the CLI."""
     return ["--", sys.executable, str(RANKS / script), *args]

@@ -268,20 +268,15 @@ def _host_side(host: str, health: Mapping[str, Any], cm: bool) -> List[Finding]:
             )
             why = "" if cm else " (HCCL reads it when the job is rank-table-free, rank_table: cm)"
             found.append(Finding("hccl_env", severity, host, f"{name}={value} {problem}{why}", "", hint))
-    ports = health.get("ports")
-    if ports and ports.get("busy"):
-        busy = ports["busy"]
-        found.append(
-            Finding(
-                "ports",
-                Severity.FATAL,
-                host,
-                f"HCCL's host port{'s' if len(busy) > 1 else ''} {_ranges(busy)} ({ports['source']}) in use",
-                "free ports",
-                f"ss -ltnp 'sport >= :{busy[0]} and sport <= :{busy[-1]}' shows who; or move HCCL_IF_BASE_PORT",
-            )
-        )
-    if ports and ports.get("unreserved"):
+    ports = health.get("ports") or {}
+    busy = ports.get("busy") or []
+    if busy:
+        seen = f"HCCL's host port{'s' if len(busy) > 1 else ''} {_ranges(busy)} ({ports['source']}) in use"
+        if ports.get("connections"):  # no listener: an outgoing connection took it from the ephemeral range
+            seen += f": {_ranges(ports['connections'])} by a connection, not a listener"
+        hint = f"ss -tanp 'sport >= :{busy[0]} and sport <= :{busy[-1]}' shows who; or move HCCL_IF_BASE_PORT"
+        found.append(Finding("ports", Severity.FATAL, host, seen, "free ports", hint))
+    if ports.get("unreserved"):
         spread = _ranges(ports["unreserved"])
         found.append(
             Finding(
@@ -294,7 +289,7 @@ def _host_side(host: str, health: Mapping[str, Any], cm: bool) -> List[Finding]:
                 f"sysctl -w net.ipv4.ip_local_reserved_ports={spread.replace(', ', ',')}",
             )
         )
-    if ports and ports.get("chief_busy"):
+    if ports.get("chief_busy"):
         found.append(
             Finding(
                 "ports",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
-from helpers import STANDINS, marked_pids, wait_until
+from helpers import STANDINS, free_port_window, marked_pids, wait_until
 
 from npulaunch.host.agent import health, hostnet
 from npulaunch.host.agent.probe import probe
@@ -195,17 +195,59 @@ def test_socket_ifname_rules(rule: str, chosen: list) -> None:
 
 
 def test_hccl_ports_in_use_and_unreserved() -> None:
+    base = free_port_window()
     holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
+    holder.bind(("127.0.0.1", base + 1))
     holder.listen()
-    base = holder.getsockname()[1] - 1
     try:
         facts = hostnet.port_facts({"HCCL_IF_BASE_PORT": str(base)}, True, None)
     finally:
         holder.close()
     assert facts is not None and facts["first"] == base and facts["last"] == base + 31
-    assert facts["busy"] == [base + 1]
+    assert facts["busy"] == [base + 1] and facts["connections"] == []  # a listener
     assert facts["source"] == f"HCCL_IF_BASE_PORT={base}"
+
+
+def test_a_port_held_by_a_connection_is_told_apart_from_a_listener() -> None:
+    base = free_port_window()
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    client = socket.socket()
+    client.bind(("127.0.0.1", base + 2))  # as an outgoing connection takes a port of the ephemeral range
+    client.connect(server.getsockname())
+    try:
+        facts = hostnet.port_facts({"HCCL_IF_BASE_PORT": str(base)}, True, None)
+        assert hostnet.port_holders([base + 2, server.getsockname()[1], base + 3]) == {
+            base + 2: "connection",
+            server.getsockname()[1]: "listener",
+        }
+    finally:
+        client.close()
+        server.close()
+    assert facts is not None and facts["busy"] == [base + 2] and facts["connections"] == [base + 2]
+
+
+def test_port_holders_reads_the_kernels_socket_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    tail = "00000000:00000000 00:00000000 00000000     0        0 1 1 ffff0000 20 4 30 10 -1\n"
+    tcp = head + (
+        f"   0: 0100007F:EA64 0100007F:0016 01 {tail}"  # 127.0.0.1:60004, established
+        f"   1: 00000000:EA65 00000000:0000 0A {tail}"  # 0.0.0.0:60005, listening
+        f"   2: 0100007F:EA65 0100007F:0016 01 {tail}"  # and a connection on it as well: still a listener
+        f"   3: 0100007F:EA66 0100007F:0016 06 {tail}"  # TIME_WAIT
+        f"   4: 0100007F:zz 0100007F:0016 01 {tail}"  # damaged lines are passed over
+        "   5: 0100007F:EA67\n"
+    )
+    tcp6 = head + f"   0: 00000000000000000000000001000000:EA68 00000000000000000000000000000000:0000 0A {tail}"
+    files = {"/proc/net/tcp": tcp, "/proc/net/tcp6": tcp6}
+    monkeypatch.setattr(hostnet, "_read", files.get)
+    assert hostnet.port_holders(range(60000, 60010)) == {
+        60004: "connection",
+        60005: "listener",
+        60006: "connection",
+        60008: "listener",
+    }
 
 
 def test_hccl_port_range_variable_wins() -> None:

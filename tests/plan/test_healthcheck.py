@@ -208,8 +208,24 @@ def test_host_side_of_hccl() -> None:
         ("ports", Severity.WARNING),
     ]
     assert cm[2].hint == "sysctl -w net.ipv4.ip_local_reserved_ports=60000-60031"
+    assert cm[1].hint == "ss -tanp 'sport >= :60001 and sport <= :60001' shows who; or move HCCL_IF_BASE_PORT"
     table = judged(config(1), {"h1": host_facts(1, hccl_env=env)})
     assert [(f.check, f.severity) for f in table] == [("hccl_env", Severity.WARNING)]
+
+
+def test_hccl_ports_held_by_connections_refuse_the_job_and_say_so() -> None:
+    ports = {"source": "HCCL_IF_BASE_PORT=40000", "busy": [40001, 40003, 40004], "connections": [40003, 40004]}
+    ports.update(unreserved=[], chief_port=None, chief_busy=False, first=40000, last=40031)
+    found = judged(config(1, "rank_table: cm\n"), {"h1": host_facts(1, ports=ports)})
+    assert [(f.check, f.severity, f.seen) for f in found] == [
+        (
+            "ports",
+            Severity.FATAL,
+            "HCCL's host ports 40001, 40003-40004 (HCCL_IF_BASE_PORT=40000) in use: 40003-40004 by a connection, "
+            "not a listener",
+        ),
+    ]
+    assert found[0].hint == "ss -tanp 'sport >= :40001 and sport <= :40004' shows who; or move HCCL_IF_BASE_PORT"
 
 
 def test_health_questions_follow_the_job() -> None:

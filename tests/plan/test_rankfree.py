@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 import pytest
-from helpers import rank_cmd, run_cli
+from helpers import free_port_window, rank_cmd, run_cli
 
 from npulaunch.config.cluster import ClusterConfig
 from npulaunch.config.load import parse_config
@@ -150,8 +150,8 @@ def test_a_real_rank_table_free_run_reaches_the_ranks_without_inherited_rank_var
     config.write_text(
         f"version: 1\njob: {{name: cm, command: {json.dumps(rank_cmd('rank.py', '*=env')[1:])}, "
         f"log_dir: {tmp_path / 'logs'}}}\nhosts: [{{host: localhost, devices: [0, 1]}}]\n"
-        "rank_table: cm\n"
-    )
+        f"rank_table: cm\nenv: {{HCCL_IF_BASE_PORT: '{free_port_window()}'}}\n"  # not 60000: an outgoing
+    )  # connection of another test may hold one of those ephemeral ports, and the preflight refuses then
     stale = {"RANK_ID": "7", "RANK_SIZE": "9", "RANK_TABLE_FILE": "/old/table.json", "NPLTEST_MARKER": marker}
     result = run_cli("run", str(config), "--job-id", "cm", env=stale)
     assert result.returncode == 0, result.stderr

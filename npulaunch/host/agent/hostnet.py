@@ -7,6 +7,11 @@ Sources: hicann/hccl docs/zh/user_guide/hccl_env/HCCL_IF_IP.md, HCCL_SOCKET_IFNA
 HCCL_IF_BASE_PORT.md (32 ports from the base, 60000 by default, "请确保分配的端口未被占用", reserved with
 net.ipv4.ip_local_reserved_ports) and HCCL_HOST_SOCKET_PORT_RANGE.md (overrides the base), @ 09300b7;
 all four apply when the communicator is built from the root's information (rank-table-free mode).
+HCCL listens on one address: CM_WORKER_IP, else HCCL_IF_IP, else the first interface HCCL_SOCKET_IFNAME
+picks, else the first that is not lo* or docker* (HCOMM, from the mirror xiaobingling93-pixel/cann-hcomm
+@ b5f3e5be, src/platform/common/sal.cc FindLocalHostIP). The check binds the wildcard address, which
+fails wherever HCCL's bind would, and reads /proc/net/tcp* to tell a port a listener holds from one a
+connection holds.
 """
 
 from __future__ import annotations
@@ -117,11 +122,15 @@ def port_facts(env: Mapping[str, str], wanted: bool, chief_port: Optional[int]) 
     reserved = _port_set(_read(RESERVED_FILE))
     low_high = (_read(EPHEMERAL_FILE) or "").split()
     ephemeral = range(int(low_high[0]), int(low_high[1]) + 1) if len(low_high) == 2 else range(0)
+    busy = [port for port in ports if not port_free(port)]
+    holders = port_holders(busy) if busy else {}
     return {
         "source": source,
         "first": ports[0] if ports else None,
         "last": ports[-1] if ports else None,
-        "busy": [port for port in ports if not port_free(port)],
+        "busy": busy,
+        # busy ports that no socket listens on: connections hold them (HCCL's bind fails all the same)
+        "connections": [port for port in busy if holders.get(port) == "connection"],
         "unreserved": [port for port in ports if port in ephemeral and port not in reserved],
         "chief_port": chief_port,
         "chief_busy": bool(chief_port) and not port_free(int(chief_port or 0)),
@@ -140,6 +149,25 @@ def port_free(port: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def port_holders(ports: Sequence[int]) -> Dict[int, str]:
+    """What holds each of ``ports`` per /proc/net/tcp and tcp6: "listener" (a socket listens on it) or
+    "connection" (only connections, such as an outgoing one the kernel gave the port from its ephemeral
+    range); absent when neither file lists the port or neither can be read."""
+    wanted = set(ports)
+    found: Dict[int, str] = {}
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in (_read(path) or "").splitlines()[1:]:
+            fields = line.split()  # sl local_address rem_address st ...; local_address is HEX:PORT
+            port_hex = fields[1].rpartition(":")[2] if len(fields) > 3 else ""
+            try:
+                port = int(port_hex, 16)
+            except ValueError:
+                continue
+            if port in wanted and found.get(port) != "listener":
+                found[port] = "listener" if fields[3] == "0A" else "connection"
+    return found
 
 
 def _port_set(text: Optional[str]) -> set:
