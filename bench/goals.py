@@ -64,8 +64,11 @@ RANK = r"""
 import os, sys, time
 rank = int(os.environ["RANK_ID"])
 mode = sys.argv[1]
-if mode == "print":
+if mode == "print":  # and, given a file, when it started (appended: one line per rank)
     print(rank)
+    if len(sys.argv) > 2:
+        with open(sys.argv[2], "a") as f:
+            f.write("%r\n" % time.time())
 elif mode == "spam":
     w = sys.stdout.write
     for i in range(int(sys.argv[2])):
@@ -102,6 +105,8 @@ class Run:
     cpu_s: float  # the launcher's own
     rss_mb: float  # the launcher's own peak
     exit_s: Optional[float] = None  # failure -> launcher exit
+    first_s: Optional[float] = None  # launch -> the first rank's first statement
+    last_s: Optional[float] = None  # launch -> the last rank's
 
 
 class Bench:
@@ -135,13 +140,15 @@ class Bench:
         )
         end = time.time()
         own = json.loads(usage.read_text()) if usage.exists() else {"cpu_s": float("nan"), "rss_mb": float("nan")}
-        exit_s = end - float(stamp.read_text()) if stamp.exists() else None
+        stamps = sorted(float(line) for line in stamp.read_text().split()) if stamp.exists() else []
+        exit_s = end - stamps[0] if stamps and mode[0] != "print" else None
+        first_s, last_s = (stamps[0] - start, stamps[-1] - start) if stamps and mode[0] == "print" else (None, None)
         if mode[0] == "spam":
             logs = sorted(run_dir.glob("rank*.log")) + sorted(run_dir.glob("job/rank-*/stdout.log"))
             lines = sum(count_newlines(path) for path in logs)
             assert lines == n * int(mode[1]), f"{launcher}: {lines} lines in its logs, not {n * int(mode[1])}"
         shutil.rmtree(run_dir, ignore_errors=True)
-        return Run(end - start, own["cpu_s"], own["rss_mb"], exit_s)
+        return Run(end - start, own["cpu_s"], own["rss_mb"], exit_s, first_s, last_s)
 
     def pair(self, repeats: int, n: int, mode: List[str]) -> Dict[str, List[Run]]:
         runs: Dict[str, List[Run]] = {"floor": [], "npulaunch": []}
@@ -227,7 +234,7 @@ def main() -> None:
     ssh = None
     try:
         for n in (8, 32) if "launch" in only else ():
-            data[f"launch-{n}"] = bench.pair(repeats, n, ["print"])
+            data[f"launch-{n}"] = bench.pair(repeats, n, ["print", "{stamp}"])
             progress(f"launch {n}", data[f"launch-{n}"])
         if "logs" in only:
             data["logs"] = bench.pair(heavy, 8, ["spam", str(lines)])
@@ -246,7 +253,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = table(data, ssh, plan_hosts * plan_devices, lines)
-    text = render(rows, repeats, heavy, time.monotonic() - started)
+    text = render(rows, repeats, heavy, time.monotonic() - started) + rank_starts(data)
     (out / "goals.md").write_text(text)
     (out / "goals.json").write_text(
         json.dumps(
@@ -369,6 +376,21 @@ def render(rows: list, repeats: int, heavy: int, took: float) -> str:
                 f"npulaunch {times['npulaunch']}."
             )
     return "\n".join(out) + "\n"
+
+
+def rank_starts(data: Dict[str, Dict[str, List[Run]]]) -> str:
+    """Where a launch's time goes: when the first and the last rank started, for each launcher."""
+    out = []
+    for key in sorted((k for k in data if k.startswith("launch-")), key=lambda k: int(k.split("-")[1])):
+        parts = []
+        for who, runs in data[key].items():
+            first, last = median(runs, lambda r: r.first_s), median(runs, lambda r: r.last_s)
+            parts.append(f"{who} {first * 1000:.0f} / {last * 1000:.0f} ms")
+        out.append(f"- {key.split('-')[1]} ranks: " + ", ".join(parts))
+    if not out:
+        return ""
+    head = "\nLaunch, run -> the first / the last rank's first statement (medians):"
+    return "\n".join([head, *out]) + "\n"
 
 
 def plot(rows: list, path: Path) -> None:

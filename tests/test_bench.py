@@ -3,6 +3,7 @@ tables, so they cannot rot. Their numbers are not judged here (bench/README.md h
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,4 +32,5 @@ def test_every_benchmark_runs_in_smoke_mode(tmp_path: Path) -> None:
     goals = (tmp_path / "goals.md").read_text()  # issue 18's rows, each beside its floor
     for row in ("| launch 8 trivial ranks | 0.", "| rank failure -> launcher exit during a flood |", "| SSH start-up"):
         assert row in goals, goals
+    assert re.search(r"- 8 ranks: floor \d+ / \d+ ms, npulaunch \d+ / \d+ ms", goals), goals  # when ranks started
     assert "| 64 | 8 | 512 |" in (tmp_path / "plan_scale.md").read_text()
