@@ -44,6 +44,10 @@ class Signature:
 # lines: 0.40 s, as before these signatures; 0.79 s with a needle each). INFO lines naming the same events (the run
 # log's "[HeartbeatAbnormal]local rank ...") are not failures and are not matched.
 _PLOG_ERROR = "ERROR]"
+_EXEC_TIMEOUT_HINT = (  # EI0002 and the plog line it stands for
+    "a collective operation timed out, usually because another rank failed or stalled first; "
+    "hccl_timeout / HCCL_EXEC_TIMEOUT set how long ranks wait"
+)
 
 
 def _acl(code: str) -> str:
@@ -120,8 +124,7 @@ SIGNATURES: Tuple[Signature, ...] = (
         "hccl_exec_timeout",
         SYMPTOM,
         False,
-        "a collective operation timed out, usually because another rank failed or stalled first; "
-        "hccl_timeout / HCCL_EXEC_TIMEOUT set how long ranks wait",
+        _EXEC_TIMEOUT_HINT,
         "EI0002",
         fatal=True,
         needles=("EI0002",),
@@ -133,8 +136,7 @@ SIGNATURES: Tuple[Signature, ...] = (
         "hccl_exec_timeout",
         SYMPTOM,
         False,
-        "a collective operation timed out, usually because another rank failed or stalled first; "
-        "hccl_timeout / HCCL_EXEC_TIMEOUT set how long ranks wait",
+        _EXEC_TIMEOUT_HINT,
         "EI0002",
         fatal=True,
         needles=(_PLOG_ERROR,),
