@@ -98,7 +98,7 @@ def run_local(log_dir: Path, marker: str, *args: str, nproc: int = 4, timeout: f
 
 
 def run_restarted_job(log_dir: Path, marker: str, max_restarts: int, failures: int, others: str = "*=ok@0.2"):
-    """Job ``m`` of 2 ranks where rank 0 fails retryably (an HCCL connect error) on its first
+    """Job ``m`` of 2 ranks where rank 0 fails retryably (EJ0001: the NPU's HCCP process did not start) on its first
     ``failures`` attempts, run with ``--max-restarts``."""
     return run_local(
         log_dir,
@@ -108,7 +108,7 @@ def run_restarted_job(log_dir: Path, marker: str, max_restarts: int, failures: i
         "--",
         sys.executable,
         str(RANKS / "rank.py"),
-        f"0=connect_fails_until:{failures}",
+        f"0=hccp_fails_until:{failures}",
         others,
         nproc=2,
     )

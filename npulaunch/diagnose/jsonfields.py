@@ -39,6 +39,10 @@ class Fields:
             "(not a summary npulaunch wrote: edited or truncated?)"
         )
 
+    def has(self, key: str) -> bool:
+        """Whether the object holds the key (a field a later version added)."""
+        return key in self.data
+
     def _path(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where else key
 

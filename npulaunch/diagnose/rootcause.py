@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from npulaunch.host.cann.findings import GENERIC_PHRASES
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.ranges import ranges
 from npulaunch.host.records import RankResult, RankState
@@ -38,6 +39,11 @@ class RootCause:
     retryable: bool
     why: str
     others: Tuple[RankGroup, ...] = ()
+    kind: str = CAUSE  # CAUSE, or SYMPTOM when no rank reported a cause
+    codes: Tuple[str, ...] = ()  # the other codes of the message
+    detail: str = ""  # what the message says beyond its code: the call, the operator, the device, the reason
+    retryable_why: str = ""  # where Huawei's text says a retry helps
+    code_info: Optional[Dict[str, Any]] = None  # the catalog's facts of the code (host/cann/codes.py summary)
 
     @property
     def label(self) -> str:
@@ -66,9 +72,10 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
     """The root cause, or None when every rank succeeded and nothing was reported."""
     by_rank = {r.rank: r for r in results}
     first: Dict[int, Event] = {}
-    for matched in sorted(
+    ranked = sorted(
         (e for e in events if e.kind is EventKind.SIGNATURE_MATCHED), key=lambda e: e.data.get("line_time", e.time)
-    ):
+    )
+    for matched in ranked:
         first.setdefault(matched.rank if matched.rank is not None else -1, matched)
     candidates: List[Tuple[float, int, Optional[Event]]] = []  # (time, rank, its first cause or None)
     for rank, matched in first.items():
@@ -120,12 +127,18 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
             _others(results, first, rank),
         )
     data = event.data
+    code = str(data.get("code") or "")
+    if not code and data.get("signature") in GENERIC_PHRASES:  # a traceback, say: a later message may name it
+        coded = next((e for e in ranked if e.rank == event.rank and e.data.get("code")), None)
+        if coded is not None:
+            code = str(coded.data["code"])
+            why += f"; rank {rank} printed {code} after it"
     return RootCause(
         rank,
         result.host,
         result.device_id,
         data["cls"],
-        signature_label(data),
+        code or signature_label(data),
         data["line_time"],
         data["line_time_source"],
         data["line"],
@@ -135,6 +148,11 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
         why + f" (rank {rank}: {signature_label(data)} at "
         f"{_clock_text(data['line_time'])}, {data['line_time_source']}, in {data['source']})",
         _others(results, first, rank),
+        kind=str(data.get("signature_kind") or CAUSE),
+        codes=tuple(data.get("codes") or ()),
+        detail=str(data.get("detail") or ""),
+        retryable_why=str(data.get("retryable_why") or ""),
+        code_info=data.get("code_info"),
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 from npulaunch.diagnose.jsonfields import Fields
 from npulaunch.diagnose.rootcause import RankGroup, RootCause, failure_label
+from npulaunch.host.signaturetable import CAUSE
 from npulaunch.host.records import RankResult, RankState
 
 
@@ -47,12 +48,17 @@ class FailureReport:
             "device_id": c.device_id,
             "cls": c.cls,
             "code": c.code,
+            "kind": c.kind,
+            "codes": list(c.codes),
+            "detail": c.detail,
             "time": c.time,
             "time_source": c.time_source,
             "first_line": c.first_line,
             "excerpt": list(c.excerpt),
             "hint": c.hint,
             "retryable": c.retryable,
+            "retryable_why": c.retryable_why,
+            "code_info": c.code_info,
             "why": c.why,
             "others": [{"ranks": list(g.ranks), "what": g.what} for g in c.others],
             "pid": self.pid,
@@ -70,21 +76,47 @@ class FailureReport:
 
     @classmethod
     def _read(cls, f: Fields) -> "FailureReport":
-        # read in the file's order, so that the first wrong field is the one named
-        cause = RootCause(
+        # read in the file's order, so that the first wrong field is the one named; the fields the diagnosis
+        # of CANN's codes added (kind ... code_info) are read when there: a job of an earlier version lacks them
+        rank, host, device_id, klass, code = (
             f.integer("rank"),
             f.text("host"),
             f.integer("device_id"),
             f.text("cls"),
             f.text("code"),
+        )
+        kind = f.text("kind") if f.has("kind") else CAUSE
+        codes = f.texts("codes") if f.has("codes") else ()
+        detail = f.text("detail") if f.has("detail") else ""
+        when, time_source, first_line, excerpt, hint, retryable = (
             f.opt_number("time"),
             f.text("time_source"),
             f.text("first_line"),
             f.texts("excerpt"),
             f.text("hint"),
             f.flag("retryable"),
+        )
+        retryable_why = f.text("retryable_why") if f.has("retryable_why") else ""
+        info = f.opt_object("code_info") if f.has("code_info") else None
+        cause = RootCause(
+            rank,
+            host,
+            device_id,
+            klass,
+            code,
+            when,
+            time_source,
+            first_line,
+            excerpt,
+            hint,
+            retryable,
             f.text("why"),
             tuple(RankGroup(g.ints("ranks"), g.text("what")) for g in f.objects("others")),
+            kind=kind,
+            codes=codes,
+            detail=detail,
+            retryable_why=retryable_why,
+            code_info=info.data if info is not None else None,
         )
         return cls(
             cause,

@@ -1,6 +1,7 @@
-"""Error signatures: the lines that explain why an Ascend job failed, matched line by line in every
-rank's output and plogs. Each says whether it is usually a *cause* or a *symptom* (a rank that
-timed out waiting for another), whether a restart can help, and what to do.
+"""Error phrases and the pre-filter of the log path: a block of a rank's output is looked at line by
+line only when it may hold a code (host/cann/shapes.py) or a phrase of the table (signaturetable.py).
+Each phrase says whether it is usually a *cause* or a *symptom* (a rank that timed out waiting for
+another), whether a restart can help, and what to do.
 
 Standard library only, Python 3.7+: the agent matches on compute hosts. A leaf: it knows lines,
 not ranks or jobs. Facts (codes, meanings) follow Huawei's error-code reference; wording is ours.
@@ -11,31 +12,14 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-import time
 from typing import Callable, Dict, Iterable, List, Match, Optional, Pattern, Sequence, Tuple, Union
 
 from npulaunch.host.agent.tail import split_lines
+from npulaunch.host.cann.shapes import SHAPE_NEEDLES, ecode_in
 from npulaunch.host.lazyre import lazy_re
 from npulaunch.host.signaturetable import CAUSE, SIGNATURES, SYMPTOM, Signature
 
-__all__ = ["CAUSE", "SYMPTOM", "SIGNATURES", "Signature", "Matcher", "parse_plog_time", "user_signatures"]
-
-
-# "[ERROR] HCCL(12345,python3):2024-01-02-03:04:05.678.901 [...]": plogs stamp each line like this
-_PLOG_TIME = lazy_re(r"(\d{4})-(\d{2})-(\d{2})-(\d{2}):(\d{2}):(\d{2})\.(\d{3})\.(\d{3})")
-
-
-def parse_plog_time(line: str) -> Optional[float]:
-    """The plog timestamp of a line as epoch seconds (local time, as CANN writes it), or None."""
-    match = _PLOG_TIME.search(line)
-    if not match:
-        return None
-    y, mo, d, h, mi, s, ms, us = (int(g) for g in match.groups())
-    try:
-        base = time.mktime((y, mo, d, h, mi, s, 0, 0, -1))
-    except (OverflowError, ValueError):
-        return None
-    return base + ms / 1000.0 + us / 1e6
+__all__ = ["CAUSE", "SYMPTOM", "SIGNATURES", "Signature", "Matcher", "user_signatures"]
 
 
 class Matcher:
@@ -50,8 +34,11 @@ class Matcher:
     faster than the needle itself. Most blocks of ordinary output lack a rare character of every
     needle, and are passed in a few memchr calls (8 ranks x 200k lines: 0.1 us a line)."""
 
-    def __init__(self, signatures: Sequence[Signature] = SIGNATURES) -> None:
+    def __init__(self, signatures: Sequence[Signature] = SIGNATURES, shapes: bool = True) -> None:
+        """``shapes``: also pass the blocks that may hold a code in one of CANN's shapes (an error-level
+        six-character code, or the words of the other shapes: host/cann/shapes.py)."""
         self.signatures = tuple(signatures)
+        self._shapes = shapes
         self._each = [(s, _Lazy(s.pattern)) for s in self.signatures]
         # each signature's own needles, so a line is tried only against the patterns whose needles it holds
         self._needles = [
@@ -59,12 +46,13 @@ class Matcher:
         ]
         # needles with no letters (a numeric code) are matched exactly: no lower-cased copy for them
         self._exact = _prefilter({n for s in self.signatures for n in _exact(s.needles)})
+        self._shape_prefilter = _prefilter(SHAPE_NEEDLES) if shapes else ()
         self._folded = _prefilter({n for s in self.signatures for n in s.needles if n not in _exact(s.needles)})
         unfiltered = [s.pattern for s in self.signatures if not s.needles]
         self._unfiltered = re.compile("|".join("(?:%s)" % p for p in unfiltered), re.MULTILINE) if unfiltered else None
 
         self._gates = _gates(
-            {n for s in self.signatures for n in _exact(s.needles)},
+            {n for s in self.signatures for n in _exact(s.needles)} | (set(SHAPE_NEEDLES) if shapes else set()),
             {n for s in self.signatures for n in s.needles if n not in _exact(s.needles)},
         )
 
@@ -72,14 +60,18 @@ class Matcher:
         """``(lines, found)``: the signatures a block of whole lines carries, as ``scan`` gives them for
         its lines (text, progress updates without their ``\\r``). Both are empty when no needle is in
         the block, the common case, which costs no decoding and no splitting."""
-        if not self._block_may_match(block):
+        if not self.block_may_match(block):
             return [], []
         lines = split_lines(block)
         if b"\r" in block:
             lines = [line.rstrip("\r") for line in lines]
         return lines, self.scan(lines)
 
-    def _block_may_match(self, block: bytes) -> bool:
+    def block_may_match(self, block: bytes) -> bool:
+        """Whether a block of whole lines may hold a code or a phrase (when it does not, nothing in it
+        needs a closer look: the common case, at memory speed)."""
+        if self._shapes and ecode_in(block):
+            return True
         lowered: Optional[bytes] = None
         for gate in self._gates:
             if gate.closed(block):
@@ -128,12 +120,26 @@ class Matcher:
                 found.append((index, signature))
         return found
 
-    def _candidates(self, lines: Sequence[str], text: str) -> Sequence[int]:
+    def candidate_lines(self, lines: Sequence[str]) -> Sequence[int]:
+        """The lines of a batch that may carry a phrase or a code in one of CANN's shapes (what the block's
+        pre-filter looked for, found line by line); every line when the job's own patterns match."""
+        text = "\n".join(lines)
+        shaped = self._candidates(lines, text, shapes=True)
+        if len(shaped) == len(lines):
+            return shaped
+        starts = [m.start() for m in _ECODE_TEXT.finditer(text)] if "E" in text else []
+        if not starts:
+            return shaped
+        return sorted(set(shaped) | set(_line_indexes(lines, starts)))
+
+    def _candidates(self, lines: Sequence[str], text: str, shapes: bool = False) -> Sequence[int]:
         """The lines of a batch that may carry a signature: those where a needle occurs (a needle holds
         no newline, so each occurrence lies within one line), or every line when the job's own
         patterns (which have no needles) match the batch. One search of the batch for each group of
         needles, as the pre-filter does; nothing more when none occurs."""
         starts = [start for needle in self._exact for start in _starts(needle, text)]
+        if shapes:
+            starts += [start for needle in self._shape_prefilter for start in _starts(needle, text)]
         lowered = text.lower() if self._folded else text
         starts += [start for needle in self._folded for start in _starts(needle, lowered)]
         if (self._unfiltered is not None and self._unfiltered.search(text) is not None) or (
@@ -142,11 +148,17 @@ class Matcher:
             return range(len(lines))
         if not starts:
             return ()
-        ends = list(itertools.accumulate(map((1).__add__, map(len, lines))))  # past each line and its newline
-        return sorted({bisect.bisect_right(ends, start) for start in starts})
+        return _line_indexes(lines, starts)
+
+
+def _line_indexes(lines: Sequence[str], starts: Iterable[int]) -> List[int]:
+    """The lines (of ``lines`` joined by newlines) where the offsets lie."""
+    ends = list(itertools.accumulate(map((1).__add__, map(len, lines))))  # past each line and its newline
+    return sorted({bisect.bisect_right(ends, start) for start in starts})
 
 
 Needle = Union[str, Pattern[str]]
+_ECODE_TEXT = lazy_re(r"E[0-9A-Z][0-9]{4}")
 
 
 class _Lazy:
@@ -172,30 +184,29 @@ GATES_TRIED = 2  # characters looked for before searching for the needles themse
 
 
 class _Gate:
-    """Needles (one, or a group sharing their first character) with the characters all of them
-    contain, rarest first: a block without one of those characters holds none of the needles. The
-    character that closed the gate last is tried first next time (blocks of a stream look alike)."""
+    """Needles that share a rare character, with the characters all of them contain, rarest first: a
+    block without one of those characters holds none of the needles. The character that closed the gate
+    last is tried first next time (blocks of a stream look alike). An open gate looks for each needle
+    (a few ``in`` searches, each at memory speed)."""
 
-    __slots__ = ("chars", "search", "folded", "_last")
+    __slots__ = ("chars", "needles", "folded", "_last")
 
     def __init__(self, needles: Sequence[bytes], folded: bool) -> None:
         shared = set(needles[0])
         for needle in needles[1:]:
             shared &= set(needle)
-        ranked = sorted(shared, key=lambda byte: (_COMMONNESS.find(chr(byte)), byte))
+        ranked = sorted(shared, key=_rarity)
         # each gate character in the forms that count: both cases when the needles are folded
         self.chars = [
             tuple({bytes([byte]), bytes([byte]).upper()}) if folded else (bytes([byte]),)
             for byte in ranked[:GATES_TRIED]
         ]
+        self.needles = tuple(needles)
         self.folded = folded
-        if len(needles) == 1:
-            needle = needles[0]
-            self.search: Callable[[bytes], bool] = lambda block: needle in block
-        else:
-            pattern = re.compile(_trie(n.decode("latin-1") for n in needles).encode("latin-1"))
-            self.search = lambda block: pattern.search(block) is not None
         self._last = 0
+
+    def search(self, block: bytes) -> bool:
+        return any(needle in block for needle in self.needles)
 
     def closed(self, block: bytes) -> bool:
         """Whether the block lacks a character every needle has (in either case, when folded)."""
@@ -207,11 +218,16 @@ class _Gate:
         return False
 
 
+def _rarity(byte: int) -> Tuple[int, int]:
+    return (_COMMONNESS.find(chr(byte)), byte)
+
+
 def _gates(exact: Iterable[str], folded: Iterable[str]) -> Tuple[_Gate, ...]:
-    """The gates of the needles: exact ones grouped by their first byte, folded (lower-case) ones alone."""
-    groups: Dict[bytes, List[bytes]] = {}
+    """The gates of the needles: exact ones grouped by their rarest character (so that each gate closes
+    on ordinary text), folded (lower-case) ones alone."""
+    groups: Dict[int, List[bytes]] = {}
     for needle in sorted(n.encode() for n in exact):
-        groups.setdefault(needle[:1], []).append(needle)
+        groups.setdefault(min(needle, key=_rarity), []).append(needle)
     gates = [_Gate(group, folded=False) for _, group in sorted(groups.items())]
     return tuple(gates + [_Gate([n.encode()], folded=True) for n in sorted(folded)])
 
@@ -272,3 +288,4 @@ def user_signatures(patterns: Iterable[dict]) -> List[Signature]:
         )
         for p in patterns
     ]
+

@@ -100,12 +100,17 @@ def test_failed_summary_to_json_has_the_files_keys_in_order() -> None:
         "device_id",
         "cls",
         "code",
+        "kind",
+        "codes",
+        "detail",
         "time",
         "time_source",
         "first_line",
         "excerpt",
         "hint",
         "retryable",
+        "retryable_why",
+        "code_info",
         "why",
         "others",
         "pid",
@@ -145,7 +150,7 @@ def test_failed_summary_to_json_has_the_files_keys_in_order() -> None:
         FAILED.with_attempts(
             [
                 AttemptRecord(
-                    1, f"{J}/attempt-1", JobStatus.FAILED, 1, AttemptCause(0, "hccl_connect_timeout", "EI0006", True)
+                    1, f"{J}/attempt-1", JobStatus.FAILED, 1, AttemptCause(0, "hccp_init_failed", "EJ0001", True)
                 ),
                 FAILED.attempt_record(2, f"{J}/attempt-2"),
             ]
@@ -327,7 +332,7 @@ def test_status_and_report_of_a_job_with_restarts(log_dir: Path, marker: str) ->
         own = json.loads((job / f"attempt-{attempt}" / "summary.json").read_text())
         assert "attempts" not in own and JobSummary.from_json(own).to_json() == own
         failure = json.loads((job / f"attempt-{attempt}" / "failure.json").read_text())
-        assert FailureReport.from_json(failure).label == "EI0006"
+        assert FailureReport.from_json(failure).label == "EJ0001"
 
     status = run_cli("status", str(job))
     assert status.returncode == 0, status.stderr

@@ -21,8 +21,8 @@ def test_a_retryable_failure_restarts_the_job_with_its_own_attempt_directories(l
     ]
     assert summary["attempts"][0]["root_cause"] == {
         "rank": 0,
-        "cls": "hccl_connect_timeout",
-        "code": "EI0006",
+        "cls": "hccp_init_failed",
+        "code": "EJ0001",
         "retryable": True,
     }
     for attempt in (1, 2, 3):
@@ -41,14 +41,14 @@ def test_restarts_are_bounded(log_dir: Path, marker: str) -> None:
         "--",
         sys.executable,
         str(RANKS / "rank.py"),
-        "0=connect_fails_until:9",
+        "0=hccp_fails_until:9",
         "*=hang",
         nproc=2,
     )
     assert result.returncode == 1
     summary = json.loads((log_dir / "m" / "summary.json").read_text())
     assert [a["status"] for a in summary["attempts"]] == ["failed", "failed"]
-    assert summary["root_cause"]["code"] == "EI0006"
+    assert summary["root_cause"]["code"] == "EJ0001"
 
 
 def test_a_non_retryable_failure_is_not_restarted(log_dir: Path, marker: str) -> None:

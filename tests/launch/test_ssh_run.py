@@ -303,7 +303,7 @@ def test_npulaunch_stop_stops_a_multi_host_job_from_another_terminal(netns_hosts
 
 
 def test_a_retryable_failure_restarts_every_host(netns_hosts, tmp_path: Path, marker: str) -> None:
-    config = write_job(tmp_path, netns_hosts, marker, "3=connect_fails_until:2", "*=ok@0.2")
+    config = write_job(tmp_path, netns_hosts, marker, "3=hccp_fails_until:2", "*=ok@0.2")
     result = run_cli("run", str(config), "--job-id", "mh", "--max-restarts", "2", env={"NPLTEST_MARKER": marker})
     assert result.returncode == 0, result.stderr
     job = tmp_path / "logs" / "mh"

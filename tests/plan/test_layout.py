@@ -179,5 +179,5 @@ def test_a_run_with_restarts_writes_where_the_layout_says(log_dir: Path, marker:
         for rank in (0, 1):
             paths = here.rank_paths(rank)
             assert os.path.isfile(paths.stdout) and os.path.isfile(paths.stderr) and os.path.isdir(paths.plog_dir)
-    assert os.path.isfile(layout.for_attempt(1).attempt_failure_path)  # attempt 1 failed (EI0006)
+    assert os.path.isfile(layout.for_attempt(1).attempt_failure_path)  # attempt 1 failed (EJ0001)
     assert not os.path.exists(layout.failure_path)  # the job succeeded

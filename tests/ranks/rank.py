@@ -68,10 +68,14 @@ def act(action):
         hang()
     elif name == "say":  # print the argument (dashes for spaces), then go on
         print(arg.replace("-", " "), flush=True)
-    elif name == "connect_fails_until":  # EI0006 (retryable) and exit 1 on attempts before ARG
+    elif name == "hccp_fails_until":  # EJ0001 (retryable) and exit 1 on attempts before ARG
         attempt = int(os.environ.get("NPULAUNCH_ATTEMPT", "1"))
         if attempt < int(arg):
-            print("[ERROR] HCCL(1,python3): EI0006: Getting socket times out. Reason: peer not ready", flush=True)
+            print(
+                "EJ0001: [PID: %d] 2024-05-21-11:57:54.167.645 Failed to initialize the HCCP process. "
+                "Reason: Maybe the last training process is running." % os.getpid(),
+                flush=True,
+            )
             sys.exit(1)
         print("connected on attempt %d" % attempt)
     elif name == "beat":  # silent, but a heartbeat every 0.2 s for ARG seconds, then exit 0

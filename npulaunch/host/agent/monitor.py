@@ -1,33 +1,28 @@
-"""What the agent watches besides exits: error signatures in every rank's output and plogs, and
-progress for the hang watchdog. It reports through the agent's event callback and decides
+"""What the agent watches besides exits: CANN's error messages and known failure phrases in every
+rank's output and plogs (host/cann/scan.py), and progress for the hang watchdog. It reports through the agent's event callback and decides
 nothing about the job (the supervisor does). Standard library only, Python 3.7+.
 """
 
 from __future__ import annotations
 
-import collections
 import glob
 import os
 import re
 import time
-from typing import Callable, Deque, Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, Hashable, Optional, Set, Tuple
 
 from npulaunch.host.agent.tail import Block, FileTail, count_lines, split_lines, tail_lines
+from npulaunch.host.cann.findings import Finding
+from npulaunch.host.cann.scan import Scanner
 from npulaunch.host.events import EventKind
 from npulaunch.host.progress import LOOK_BACK, Step, find_step
 from npulaunch.host.session import HEARTBEAT_FILE
-from npulaunch.host.signatures import (
-    SIGNATURES,
-    Matcher,
-    Signature,
-    parse_plog_time,
-    user_signatures,
-)
+from npulaunch.host.signatures import SIGNATURES, user_signatures
 from npulaunch.host.spec import HostPlan
 from npulaunch.host.watchdog import HangLimits, Progress, describe, find_hangs, next_check_in
 
-CONTEXT_LINES = 5  # lines kept before a match, for the report's excerpt
 PLOG_SCAN_INTERVAL_S = 1.0  # how often new plog files are looked for
+CONTEXT_BEFORE = 8  # lines before a finding's line kept for the report's excerpt
 SAMPLE_EVERY_S = 30.0  # a PROGRESS event per rank this often (times the job's size / 64)
 
 Emit = Callable[..., None]  # emit(kind, rank=None, **data)
@@ -37,11 +32,10 @@ class Monitor:
     def __init__(self, plan: HostPlan, emit: Emit, clock: Callable[[], float]) -> None:
         self._emit = emit
         self._clock = clock
-        self._matcher = Matcher(SIGNATURES + tuple(user_signatures(plan.patterns)))
+        self._scanner = Scanner(SIGNATURES + tuple(user_signatures(plan.patterns)), clock)
         self._limits = HangLimits(plan.hang_startup_s, plan.hang_steady_s)
         self.progress: Dict[int, Progress] = {}
-        self._reported: Set[Tuple[int, str]] = set()  # (rank, signature): the first match of each
-        self._context: Dict[Tuple[int, str], Deque[str]] = {}
+        self._reported: Set[Tuple[int, str]] = set()  # (rank, finding's name): the first of each
         self._plog_dirs = {spec.rank: os.path.join(spec.plog_dir, "plog") for spec in plan.ranks}
         self._plog_tails: Dict[str, Tuple[int, FileTail]] = {}
         self._next_scan = 0.0
@@ -120,6 +114,7 @@ class Monitor:
             for w in (
                 next_check_in(self.progress, self._clock(), self._limits),
                 max(0.0, self._next_scan - self._clock()),
+                self._scanner.due_s(),
             )
             if w is not None
         ]
@@ -132,6 +127,8 @@ class Monitor:
             self._next_scan = now + PLOG_SCAN_INTERVAL_S
             self._scan_plogs()
         self._read_plogs()
+        for key, finding in self._scanner.flush_quiet():
+            self._report(key, finding)
         self._read_heartbeats()
         if not self.hung:
             hangs = find_hangs(self.progress, now, self._limits)
@@ -145,6 +142,8 @@ class Monitor:
             for block in tail.drain():
                 self._match(rank, os.path.basename(path), block, plog=True)
         self._plog_tails.clear()
+        for key, finding in self._scanner.flush_all():
+            self._report(key, finding)
 
     # -- internals -----------------------------------------------------------------------------------
 
@@ -171,38 +170,36 @@ class Monitor:
                 self._match(rank, os.path.basename(path), block, plog=True)
 
     def _match(self, rank: int, stream: str, block: Block, plog: bool) -> None:
-        context = self._context.setdefault((rank, stream), collections.deque(maxlen=CONTEXT_LINES))
-        texts, found = self._matcher.scan_block(block)
-        for index, signature in found:
-            if (rank, signature.name) not in self._reported:
-                self._reported.add((rank, signature.name))
-                before = (list(context) + texts[:index])[-CONTEXT_LINES:]
-                after = texts[index + 1 : index + 1 + CONTEXT_LINES]  # what arrived with it (a traceback's end)
-                self._report(
-                    rank, stream, texts[index], signature, [t[:500] for t in before], [t[:500] for t in after], plog
-                )
-        last = texts[-CONTEXT_LINES:] if texts else tail_lines(block, CONTEXT_LINES)
-        context.extend(t.rstrip("\r")[:500] for t in last)
+        key = (rank, stream, plog)
+        for finding in self._scanner.block(key, block, plog):
+            self._report(key, finding)
 
-    def _report(
-        self, rank: int, stream: str, text: str, signature: Signature, before: List[str], after: List[str], plog: bool
-    ) -> None:
-        stamped = parse_plog_time(text)
+    def _report(self, key: Hashable, finding: Finding) -> None:
+        rank, stream, plog = key  # type: ignore[misc]
+        if (rank, finding.name) in self._reported:
+            return
+        self._reported.add((rank, finding.name))
+        info = finding.info
         self._emit(
             EventKind.SIGNATURE_MATCHED,
             rank,
-            signature=signature.name,
-            code=signature.code,
-            cls=signature.cls,
-            signature_kind=signature.kind,
-            retryable=signature.retryable,
-            fatal=signature.fatal,
-            hint=signature.hint,
-            line=text[:500],
-            context=before,
-            after=after,
+            signature=finding.name,
+            code=finding.code,
+            codes=list(finding.codes),
+            cls=finding.cls,
+            signature_kind=finding.kind,
+            retryable=finding.retryable,
+            retryable_why=finding.retryable_why,
+            fatal=finding.fatal,
+            hint=finding.hint,
+            detail=finding.detail,
+            code_info=info.summary() if info is not None else None,
+            line=finding.line,
+            context=list(finding.before[-CONTEXT_BEFORE:]),
+            after=list(finding.after),
             source="plog" if plog else stream,
             stream=stream,
-            line_time=stamped if stamped is not None else time.time(),
-            line_time_source="plog timestamp" if stamped is not None else "read time",
+            # a plog is read once a second: its own time stamps say when; output is read as it comes
+            line_time=finding.time if plog and finding.time is not None else time.time(),
+            line_time_source="plog timestamp" if plog and finding.time is not None else "read time",
         )

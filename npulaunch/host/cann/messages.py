@@ -1,0 +1,143 @@
+"""Lines into messages: a line that carries a code (or a known failure phrase) opens a message, and
+the lines that continue it (indented, TraceBack / Possible Cause / Solution, torch_npu's ``[Error]:``,
+the frames MindSpore and the TF Adapter put around CANN's text, a Python traceback's parts, further
+code lines right after) join it. One message becomes one finding (host/cann/findings.py). Plog records
+join while they follow each other within a second. Standard library only, Python 3.7+.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Callable, Deque, List, Optional, Sequence, Tuple
+
+from npulaunch.host.cann.shapes import (
+    Hit,
+    continues,
+    find_codes,
+    is_warning,
+    line_time,
+    record_level,
+    split_escaped,
+    strip_prefix,
+)
+
+CONTEXT_LINES = 5  # ordinary lines kept before a message, for the report's excerpt
+KEPT_LINES = 40  # a message's lines kept for the report (its codes are read in all of them)
+MAX_LINES = 2000  # a message this long is closed: the rest of the output is not one message
+PLOG_GAP_S = 1.0  # plog records this close in time belong to one message
+MAX_BLANKS = 1  # blank lines a message may hold in a row (CANN's blocks have the odd one)
+
+
+class Message:
+    """The lines of one error message, the codes in them (line index, hit) and the phrases."""
+
+    __slots__ = ("lines", "hits", "phrases", "before", "plog", "count", "last_time", "blanks", "warning")
+
+    def __init__(self, before: Sequence[str], plog: bool) -> None:
+        self.lines: List[str] = []
+        self.hits: List[Tuple[int, Hit]] = []
+        self.phrases: List[Tuple[int, object]] = []  # (line index, Signature)
+        self.before = tuple(before)
+        self.plog = plog
+        self.count = 0  # lines in all, kept or not
+        self.last_time: Optional[float] = None
+        self.blanks = 0
+        self.warning = False
+
+    def add(self, line: str, hits: Sequence[Hit], phrase: object) -> None:
+        index = self.count
+        self.count += 1
+        if index < KEPT_LINES:
+            self.lines.append(line)
+        self.hits.extend((index, hit) for hit in hits)
+        if phrase is not None:
+            self.phrases.append((index, phrase))
+
+
+PhraseOf = Callable[[str], Optional[object]]
+
+
+class Reader:
+    """Assembles one stream's messages (a rank's stdout, stderr or one plog file). ``feed`` takes whole
+    lines and returns the messages they closed; ``flush`` closes the open one."""
+
+    def __init__(self, phrase_of: PhraseOf, plog: bool = False) -> None:
+        self._phrase_of = phrase_of
+        self._plog = plog
+        self._context: Deque[str] = collections.deque(maxlen=CONTEXT_LINES)
+        self.current: Optional[Message] = None
+
+    @property
+    def open(self) -> bool:
+        return self.current is not None
+
+    def remember(self, lines: Sequence[str]) -> None:
+        """Ordinary lines the reader was not given (a block without codes): the last few are context."""
+        if self.current is None:
+            self._context.extend(line[:500] for line in lines[-CONTEXT_LINES:])
+
+    def feed(self, lines: Sequence[str], candidates: Optional[Sequence[int]] = None) -> List[Message]:
+        """``candidates``: the lines that may carry a code or a phrase (the pre-filter's); the others are
+        read only while a message is open (a CANN block's lines under its code carry shapes no needle
+        finds: "runtime result = 507011")."""
+        done: List[Message] = []
+        marked = set(range(len(lines)) if candidates is None else candidates)
+        for index, raw in enumerate(lines):
+            if index not in marked and self.current is None:
+                self._context.append(raw[:500])
+                continue
+            for line in split_escaped(raw) if "\\n" in raw else (raw,):
+                closed = self._line(line.rstrip("\r"), self.current is not None or index in marked)
+                if closed is not None:
+                    done.append(closed)
+        return done
+
+    def flush(self) -> Optional[Message]:
+        message, self.current = self.current, None
+        return message
+
+    def _line(self, line: str, candidate: bool = True) -> Optional[Message]:
+        text = strip_prefix(line)
+        level = record_level(text)
+        hits = find_codes(text) if candidate else []
+        phrase = self._phrase_of(line) if candidate else None
+        quiet = level in ("WARNING", "WARN", "INFO", "DEBUG", "EVENT", "TRACE") or is_warning(text)
+        opens = not quiet and (any(hit.code[0] != "W" for hit in hits) or phrase is not None)
+        closed: Optional[Message] = None
+        message = self.current
+        if message is not None and message.plog and level is not None and level != "ERROR":
+            return None  # a record of another level neither joins a plog message nor ends it
+        if message is not None:
+            if self._joins(message, text, level, opens):
+                message.add(line, () if quiet else hits, None if quiet else phrase)
+                if message.count >= MAX_LINES:
+                    closed = self.flush()
+                return closed
+            closed = self.flush()
+        if opens:
+            message = Message(self._context, plog=self._plog or level is not None)
+            message.last_time = line_time(text) if message.plog else None
+            message.add(line, hits, phrase)
+            self.current = message
+            self._context.clear()
+        else:
+            self._context.append(line[:500])
+        return closed
+
+    def _joins(self, message: Message, text: str, level: Optional[str], opens: bool) -> bool:
+        """Whether the line goes on the open message (the message is closed when it does not)."""
+        if message.plog and level is not None:
+            stamp = line_time(text)
+            near = stamp is None or message.last_time is None or abs(stamp - message.last_time) <= PLOG_GAP_S
+            if near and stamp is not None:
+                message.last_time = stamp
+            return near
+        if not text.strip():
+            message.blanks += 1
+            return message.blanks <= MAX_BLANKS
+        message.blanks = 0
+        if level is not None:  # a plog record printed to stdout: it joins when it carries a code or phrase
+            return opens and not message.plog
+        if message.plog:  # a plog record stands alone: only an indented line goes on it
+            return text[:1].isspace()
+        return opens or continues(text)

@@ -1,0 +1,208 @@
+"""The shapes of the lines that carry CANN codes, and of the lines that continue a message. Pure:
+text in, code hits out. A number is a code only where the line says it is one ("error code is",
+"runtime result =", "ErrCode=", "ret:", "drvRetCode=", "errNo[...]"), never a bare number a step
+counter or a loss prints. Standard library only, Python 3.7+.
+
+The templates come from CANN's printers (hicann/runtime src/dfx/error_manager/error_manager.cc,
+src/dfx/log/liblog/slog/dlog_message.c, src/runtime/core/src/common/errcode_manage.cc and
+error_message_manage.cc @ 681ef761), HCCL's (cann-hcomm src/pub_inc/log.h @ b5f3e5be), torch_npu's
+(Ascend/pytorch torch_npu/csrc/core/npu/NPUException.h, torch_npu/utils/_error_code.py @ 9e73e708),
+MindSpore's (ascend_err_manager.cc, "Ascend Error Message") and the TF Adapter's (GeOp "Error Message is").
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import List, NamedTuple, Optional, Pattern, Tuple
+
+from npulaunch.host.cann.codes import ACL, CANN, DRIVER, FAULT, HCCL, TORCH_NPU
+from npulaunch.host.lazyre import lazy_re
+
+
+class Hit(NamedTuple):
+    """A code found in a line: the code in its canonical form, its family, where it starts, how it was
+    written (``form``: "code", "titled", "error code is", "errNo", ...)."""
+
+    code: str
+    family: str
+    start: int
+    form: str
+
+
+# -- the pre-filter: what a block of output must hold to be looked at line by line -----------------------
+# An error-level six-character code starts with "E" (memchr finds a block without one at memory speed); the
+# other shapes are found by their words, which host/signatures.py's gates check with the phrases' needles.
+_ECODE_BYTES: List[Pattern[bytes]] = []  # compiled at the first block that has an "E"
+
+
+def ecode_in(block: bytes) -> bool:
+    """Whether a block of output may hold an error-level six-character code."""
+    if b"E" not in block:
+        return False
+    if not _ECODE_BYTES:
+        _ECODE_BYTES.append(re.compile(rb"E[0-9A-Z][0-9]{4}"))
+    return _ECODE_BYTES[0].search(block) is not None
+
+
+# Every other shape comes with words a line of ordinary output rarely has, matched as written (the gates of
+# host/signatures.py skip a block that lacks a rare character of each, so that ordinary output costs a few memchr
+# calls a block): a Python exception's "Error:" (torch_npu's "RuntimeError: ... error code is 507035", MindSpore's
+# "RuntimeError: Call rt api ... failed, ret: 507011"), the runtime's "ErrCode=" / "drvRetCode=" / "ErrorCode=",
+# torch_npu's ERRxxxxx; a plog's ERROR lines (HCCL's errNo[...] and hcclRet, "[ERROR] ... failed: 507035") pass
+# by the phrases' "ERROR]", and a CANN block by its six-character code (ecode_in). Lines under a code line are read
+# while its message is open. Not "error" or "fail" alone: a metric named mean_squared_error is printed on every
+# step of some jobs, and "fail" in every block costs a search of each (bench/log_path.py).
+SHAPE_NEEDLES = ("Error:", "rrCode", "RetCode", "rrorCode", "RROR CODE", "ERR0", "ERR99")
+
+# -- codes -------------------------------------------------------------------------------------------------------
+_ECODE = lazy_re(r"(?<![0-9A-Za-z_])([EW][0-9A-Z]\d{4})(?![0-9A-Za-z_])")
+_NUMERIC = lazy_re(
+    r"(?i:\b(error[ _]?code(?:\s+is)?\s*[:=]?|errcode\s*[:=])|\bresult\s*=|\bret(?:code)?\s*[:=]|\breturn ret\s*[:=]"
+    r"|\berrno\s*[:=]|\bret\s+is|\bfailed\s*:)"
+    r"\s*\(?\s*(\d{1,10})(?![\dxX])(?!\.\d)"
+)
+# the weaker words ("result =", "ret:", "errno:") count only in a line that says something failed
+_FAILED = lazy_re(r"(?i:fail|error|abnormal|exception)")
+_HCCL_RET = lazy_re(r"hcclRet\s*->\s*(\d+)|\bret\[(\d+)\]")
+_HCCL_ERRNO = lazy_re(r"\berrNo\[0x([0-9a-fA-F]{1,16})\]|\breturn\[(\d{6,10})\]")
+_DRV = lazy_re(r"\bdrvRetCode\s*[=:]\s*(\d+)")
+_TORCH_NPU = lazy_re(r"(?<![0-9A-Za-z_])(ERR\d{5})(?![0-9A-Za-z_])")
+_EVENT = lazy_re(r"(?i:event_id|fault[ _]?code)\s*[:=\[]\s*(?:0x)?([0-9A-Fa-f]{8,9})\b")
+_REASON = lazy_re(r"\b(?:reason|desc)\s*=\s*\[?([^\[\]]+?)\]?(?:\[FUNC:|,\s|\.?\s*$)")
+_HCCL_CONTEXT = lazy_re(r"(?i:hccl|hcom)")
+
+HCCL_MODULE = 5  # HCCL's module in its 64-bit errNo (log.h: HCCL_ERROR_CODE, HCOM_ERROR_CODE)
+
+
+def find_codes(line: str) -> List[Hit]:
+    """Every code the line carries, in order of where it starts."""
+    hits: List[Hit] = []
+    if "E" in line or "W" in line:
+        for match in _ECODE.finditer(line):
+            code = match.group(1)
+            before = line[max(0, match.start() - 1) : match.start()]
+            hits.append(Hit(code, CANN, match.start(), "titled" if before == "(" else "code"))
+        if "ERR" in line:
+            hits.extend(Hit(m.group(1), TORCH_NPU, m.start(), "torch_npu") for m in _TORCH_NPU.finditer(line))
+    for match in _NUMERIC.finditer(line):
+        number = match.group(2)
+        if match.group(1) is None and not _FAILED.search(line):
+            continue
+        if len(number) == 6 and number[0] in "1235":
+            hits.append(Hit(number, ACL, match.start(2), "error code"))
+        elif len(number) <= 4 and _HCCL_CONTEXT.search(line):
+            hits.append(Hit(hccl_name(int(number)), HCCL, match.start(2), "error code"))
+    if "hcclRet" in line or "ret[" in line:
+        for match in _HCCL_RET.finditer(line):
+            hits.append(Hit(hccl_name(int(match.group(1) or match.group(2))), HCCL, match.start(), "hcclRet"))
+    if "errNo[" in line or "return[" in line:
+        for match in _HCCL_ERRNO.finditer(line):
+            value = int(match.group(1), 16) if match.group(1) else int(match.group(2))
+            if (value >> 24) & 0xFF == HCCL_MODULE or value < 0x10000:
+                hits.append(Hit(hccl_name(value & 0xFFFF), HCCL, match.start(), "errNo"))
+    if "drvRetCode" in line:
+        hits.extend(Hit(driver_name(int(m.group(1))), DRIVER, m.start(), "drvRetCode") for m in _DRV.finditer(line))
+    if "event_id" in line or "ault" in line:
+        hits.extend(Hit(m.group(1).upper(), FAULT, m.start(1), "event id") for m in _EVENT.finditer(line))
+    hits.sort(key=lambda hit: hit.start)
+    return hits
+
+
+def hccl_name(value: int) -> str:
+    from npulaunch.host.cann import catalog
+
+    return catalog.HCCL_RESULTS.get(value, "HCCL_E_%d" % value)
+
+
+def driver_name(value: int) -> str:
+    from npulaunch.host.cann import catalog
+
+    return catalog.DRV_ERRORS.get(value, "DRV_ERROR_%d" % value)
+
+
+def find_reason(line: str) -> Optional[str]:
+    """The runtime's reason text (``reason=[aicore exception]``, ``reason=device task abort``,
+    ``desc=[the model stream execute failed]``), if any."""
+    if "reason" not in line and "desc=" not in line:
+        return None
+    match = _REASON.search(line)
+    return match.group(1).strip() if match else None
+
+
+# -- what a line is, around the codes -----------------------------------------------------------------------------
+# prefixes other programs put before a rank's own text: torchrun's --log-line-prefix ("[rank3]:"), mpirun's
+# --tag-output ("[1,3]<stdout>:"), Ray's and vLLM's process tags ("(EngineCore_DP0 pid=753) "), vLLM's and
+# similar loggers' level and time ("ERROR 04-30 03:48:59 [core.py:700] ")
+_PREFIX = lazy_re(
+    r"^(?:\[rank\d+\]:\s?|\[\d+,\d+\]<std(?:out|err)>:\s?|\([\w.-]+(?: [\w.-]+=[\w.:-]+)*,? pid=\d+(?:, ip=[\d.]+)?\)\s?"
+    r"|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\]\s?)+"
+)
+# CANN's plog record: "[ERROR] HCCL(17528,python3):2026-03-18-10:33:52.113.403 [file.cc:797] ...", and MindSpore's
+# log line in the same form ("[ERROR] DEVICE(170414,fffe397fa1e0,python):2021-09-13-15:29:07.466.049 [...]")
+_RECORD = lazy_re(r"^\[(ERROR|WARNING|WARN|INFO|DEBUG|EVENT|TRACE|CRITICAL)\] ?[A-Z_]+\([^)]*\):")
+_CONTINUES = lazy_re(
+    r"^(?:\s|TraceBack \(most recent call last\)|Possible Cause|Solution:|\[Error\]:|Error Message is|"
+    r"\(Please search|Exception raised from|frame #\d|-+\s*$|- Ascend Error Message|Ascend Error Message|"
+    r"During handling of the above exception|The above exception was the direct cause|"
+    r"Traceback \(most recent call last\)|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b)"
+)
+# a warning printed by torch ("[W compiler_depend.ts:28] Warning: ..."), glog ("W1102 03:04:05.1 ...") or logging
+_WARNING = lazy_re(r"^(?:\[W(?: |\d)|W\d{4} \d\d:\d\d|\[WARNING\]|\[WARN\]|WARNING[: ]|Warning: |UserWarning)")
+_TIME = lazy_re(
+    r"(\d{4})-(\d{2})-(\d{2})[-T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{3})(?:\.(\d{3}))?|\.(\d{4,6}))?(?![\d])"
+)
+
+
+def strip_prefix(line: str) -> str:
+    """The line without what a launcher or logger put before the rank's own text."""
+    if not line[:1] in "[(EWIDC":
+        return line
+    match = _PREFIX.match(line)
+    return line[match.end() :] if match else line
+
+
+def record_level(text: str) -> Optional[str]:
+    """A plog record's level (``ERROR``), or None when the line is no plog record."""
+    if not text.startswith("["):
+        return None
+    match = _RECORD.match(text)
+    return match.group(1) if match else None
+
+
+def continues(text: str) -> bool:
+    """Whether a line (without its prefix) goes on the message before it: indented, a CANN block's
+    TraceBack / Possible Cause / Solution, torch_npu's ``[Error]:``, the MindSpore and TF Adapter frames,
+    a Python traceback's parts."""
+    return bool(text) and _CONTINUES.match(text) is not None
+
+
+def is_warning(text: str) -> bool:
+    return text[:1] in "[WU" and _WARNING.match(text) is not None
+
+
+def line_time(line: str) -> Optional[float]:
+    """The line's own time stamp as epoch seconds (local time, as CANN, torch_npu and loggers write
+    them: ``2026-03-18-10:33:52.113.403``, ``2025-10-11-15:09:34``, ``2024-01-02 03:04:05,123``), or None."""
+    if "-" not in line:
+        return None
+    match = _TIME.search(line)
+    if not match:
+        return None
+    y, mo, d, h, mi, s = (int(g) for g in match.groups()[:6])
+    ms, us, frac = match.group(7), match.group(8), match.group(9)
+    try:
+        base = time.mktime((y, mo, d, h, mi, s, 0, 0, -1))
+    except (OverflowError, ValueError):
+        return None
+    if frac:
+        return base + int(frac) / 10 ** len(frac)
+    return base + (int(ms) / 1000.0 if ms else 0.0) + (int(us) / 1e6 if us else 0.0)
+
+
+def split_escaped(line: str) -> Tuple[str, ...]:
+    """A line that holds a whole message with its newlines escaped (an exception's repr: ``...error code
+    is 507899\\n[ERROR] ...\\nEL9999: Inner Error!\\n...``), as the lines it stands for."""
+    if "\\n" not in line:
+        return (line,)
+    return tuple(part for part in line.split("\\n"))
