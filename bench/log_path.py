@@ -85,10 +85,15 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="npl-logpath-work-"))
     base = work / "base"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), base_rev], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    commit = subprocess.run(["git", "-C", str(base), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, check=True).stdout.strip()
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), base_rev],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    commit = subprocess.run(
+        ["git", "-C", str(base), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     (work / "rank.py").write_text(RANK)
     trees = {f"base ({commit})": base, "this tree": ROOT}
     runs: Dict[str, Dict[str, List[Dict[str, float]]]] = {k: {t: [] for t in trees} for k in ("plain", "training")}
@@ -107,7 +112,10 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     rows = []
     for kind, by_tree in runs.items():
-        med = {t: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "rss_mb")} for t, rs in by_tree.items()}
+        med = {
+            t: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "rss_mb")}
+            for t, rs in by_tree.items()
+        }
         names = list(by_tree)
         ratio = med[names[1]]["cpu_s"] / med[names[0]]["cpu_s"]
         rows.append((kind, med, names, ratio))
@@ -122,7 +130,9 @@ def main() -> None:
         for name in names:
             m = med[name]
             shown = f"{ratio:.2f}x" if name == names[1] else ""
-            text.append(f"| {kind} | {name} | {m['cpu_s']:.3f} s | {m['wall_s']:.2f} s | {m['rss_mb']:.1f} MB | {shown} |")
+            text.append(
+                f"| {kind} | {name} | {m['cpu_s']:.3f} s | {m['wall_s']:.2f} s | {m['rss_mb']:.1f} MB | {shown} |"
+            )
     (out / "log_path.md").write_text("\n".join(text) + "\n")
     (out / "log_path.json").write_text(json.dumps({"base": commit, "lines": lines, "runs": runs}, indent=1) + "\n")
     print("\n".join(text))

@@ -273,6 +273,42 @@ def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace, command: Optional[List[str]]) -> int:
+    import json
+
+    from npulaunch.host.cann.codes import canonical, describe
+    from npulaunch.views.codeview import explain_lines, shape_of
+
+    infos = []
+    for text in args.codes:
+        code = canonical(text)
+        info = describe(code) if code else None
+        if info is None:
+            raise UsageError(
+                f"{text!r} is not a code npulaunch can read: a six-character CANN code (EZ9999), an ACL return code "
+                "(six digits, 507035), HCCL_E_... or hccl:N, DRV_ERROR_... or drv:N, ERRxxxxx, or a hardware fault "
+                "code (eight hex digits, 0x80E18402)"
+            )
+        infos.append(info)
+    if args.json:
+        documents = [dict(info.to_json(), shape=None if info.known else shape_of(info)) for info in infos]
+        sys.stdout.write(json.dumps(documents, indent=2) + "\n")
+    else:
+        sys.stdout.write(explain_lines(infos))
+    return 0
+
+
+def cmd_diagnose(args: argparse.Namespace, command: Optional[List[str]]) -> int:
+    import json
+
+    from npulaunch.diagnose.offline import diagnose
+    from npulaunch.views.codeview import render_diagnosis
+
+    found = diagnose(args.paths)
+    sys.stdout.write(json.dumps(found.to_json(), indent=2) + "\n" if args.json else render_diagnosis(found))
+    return 0
+
+
 def cmd_view(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from npulaunch.views.jobview import report_text, status_text
 
@@ -300,6 +336,8 @@ COMMANDS: Dict[str, Callable[[argparse.Namespace, Optional[List[str]]], int]] = 
     "sbatch": cmd_sbatch,
     "options": cmd_catalog,
     "env-vars": cmd_catalog,
+    "explain": cmd_explain,
+    "diagnose": cmd_diagnose,
     "status": cmd_view,
     "report": cmd_view,
     "stop": cmd_view,

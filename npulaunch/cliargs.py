@@ -171,6 +171,29 @@ def build_parser() -> argparse.ArgumentParser:
             view.add_argument(
                 "--html", action="store_true", help="the report as one self-contained HTML page (as report.html)"
             )
+    explain = commands.add_parser(
+        "explain",
+        help="what a CANN error code means (E-code, ACL code, HCCL/driver result, ERRxxxxx, fault code)",
+        description="What a code means: module, CANN's title, user or internal error, whether a retry can help, "
+        "cause or symptom, what to check, and CANN's page. From the catalog generated from Huawei's sources; "
+        "a code no catalog lists is explained by its shape.",
+    )
+    explain.add_argument(
+        "codes",
+        nargs="+",
+        metavar="CODE",
+        help="EZ9999, 507035, HCCL_E_TIMEOUT or hccl:9, DRV_ERROR_OUT_OF_MEMORY or drv:6, ERR00100, 0x80E18402",
+    )
+    explain.add_argument("--json", action="store_true", help="as JSON, one object per code")
+    diagnose = commands.add_parser(
+        "diagnose",
+        help="name the root cause in the logs of any job (files, job or plog directories)",
+        description="The diagnosis npulaunch makes of its own jobs, for any job's logs: every file given, and "
+        "the logs and plogs under every directory given (several ranks at once). The root cause is the earliest "
+        "cause by the lines' own time stamps across the files, then the symptoms it explains.",
+    )
+    diagnose.add_argument("paths", nargs="+", metavar="PATH", help="a log file, a job directory, a plog directory")
+    diagnose.add_argument("--json", action="store_true", help="the diagnosis as JSON, every finding included")
     for name, what in (("options", "TF Adapter session options"), ("env-vars", "environment variables")):
         catalog = commands.add_parser(
             name,

@@ -45,7 +45,12 @@ SOURCES: Dict[str, Tuple[str, str, Optional[str], str]] = {
     "driver-registry": ("hicann/driver", "pkg_inc/hal_error_code/drv_error_code.h", None, "E-codes"),
     "aclnn-registry": ("hicann/opbase", "src/nnopbase/composite_op/log/op_error_manager.cpp", None, "E-codes"),
     "op-registry": ("hicann/opbase", "src/op_common/log/log.cpp", None, "E-codes"),
-    "runtime-inner": ("hicann/runtime", "src/runtime/core/inc/spec/base_info.hpp", None, "codes it reports for modules"),
+    "runtime-inner": (
+        "hicann/runtime",
+        "src/runtime/core/inc/spec/base_info.hpp",
+        None,
+        "codes it reports for modules",
+    ),
     "acl-codes": ("hicann/runtime", "include/external/acl/acl_base_rt.h", None, "numeric codes"),
     "rt-codes": ("hicann/runtime", "include/external/acl/error_codes/rt_error_codes.h", None, "numeric codes"),
     "ge-codes": ("hicann/runtime", "include/external/acl/error_codes/ge_error_codes.h", None, "numeric codes"),
@@ -261,9 +266,7 @@ def collect(checkouts: Dict[str, Checkout]) -> Dict[str, object]:
         "NUMERIC": dict(sorted(numeric.items())),
         "RT_REASONS": dict(sorted(read_reasons(texts["rt-reasons"], rt_names).items())),
         "HCCL_RESULTS": dict(sorted(_enum(_block(texts["hccl-results"], "HcclResult"), "HCCL_E_").items())),
-        "DRV_ERRORS": {
-            v: n for v, n in sorted(_enum(texts["drv-errors"], "(?:DRV|DEV)_ERROR_").items()) if v
-        },
+        "DRV_ERRORS": {v: n for v, n in sorted(_enum(texts["drv-errors"], "(?:DRV|DEV)_ERROR_").items()) if v},
         "TORCH_NPU_SUBMODULES": submodules,
         "TORCH_NPU_ERRORS": errors,
         "FAULT_LEVELS": dict(sorted(read_levels(texts["fault-levels"]).items())),

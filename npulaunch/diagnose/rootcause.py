@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from npulaunch.host.cann.codes import specificity
 from npulaunch.host.cann.findings import GENERIC_PHRASES
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.ranges import ranges
@@ -126,13 +127,18 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
             why + f" (rank {rank} {_exit_text(result)} at {_clock_text(result.end_time)})",
             _others(results, first, rank),
         )
+    better = same_failure(event, [e for e in ranked if e.rank == event.rank])
+    if better is not event:
+        why += f"; rank {rank} printed {signature_label(event.data)} first, and {signature_label(better.data)} "
+        why += "in the same failure says more"
+        event = better
     data = event.data
     code = str(data.get("code") or "")
-    if not code and data.get("signature") in GENERIC_PHRASES:  # a traceback, say: a later message may name it
-        coded = next((e for e in ranked if e.rank == event.rank and e.data.get("code")), None)
+    if not code:  # a phrase (a plog's device error, a traceback): the rank's own code for it, where it printed one
+        coded = next((e for e in ranked if e.rank == event.rank and _names_it(e, data)), None)
         if coded is not None:
             code = str(coded.data["code"])
-            why += f"; rank {rank} printed {code} after it"
+            why += f"; rank {rank} printed {code} with it"
     return RootCause(
         rank,
         result.host,
@@ -154,6 +160,35 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
         retryable_why=str(data.get("retryable_why") or ""),
         code_info=data.get("code_info"),
     )
+
+
+FAILURE_WINDOW_S = 5.0  # a rank's findings this close after its first are the same failure (MindSpore's log line,
+# then the exception that carries CANN's block; torch_npu's traceback, then the plog's device error)
+
+
+def same_failure(first: Event, of_rank: Sequence[Event]) -> Event:
+    """The finding that says most of the failure a rank's first finding begins: among the rank's causes
+    printed within FAILURE_WINDOW_S after it, the one whose code is the most specific (a user CANN code,
+    then an internal one, an ACL code, ...: host/cann/codes.py), the first of those."""
+    start = first.data["line_time"]
+    best, best_rank = first, specificity(str(first.data.get("code") or "")) if first.data.get("code") else (99, 0)
+    for other in of_rank:
+        code = str(other.data.get("code") or "")
+        if not code or other.data.get("signature_kind") != CAUSE:
+            continue
+        if not 0 <= other.data["line_time"] - start <= FAILURE_WINDOW_S:
+            continue
+        if specificity(code) < best_rank:
+            best, best_rank = other, specificity(code)
+    return best
+
+
+def _names_it(other: Event, phrase: Dict[str, Any]) -> bool:
+    """Whether another finding of the phrase's rank gives the phrase its code: one with a code that is a
+    cause (a device error's EZ9999), or any code for a traceback's or a crash's phrase."""
+    if not other.data.get("code"):
+        return False
+    return other.data.get("signature_kind") == CAUSE or phrase.get("signature") in GENERIC_PHRASES
 
 
 def _hang_cause(by_rank: Dict[int, RankResult], hang: Event, first: Dict[int, Event]) -> RootCause:

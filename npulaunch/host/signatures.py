@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from typing import Callable, Dict, Iterable, List, Match, Optional, Pattern, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Match, Optional, Pattern, Sequence, Tuple, Union
 
 from npulaunch.host.agent.tail import split_lines
 from npulaunch.host.cann.shapes import SHAPE_NEEDLES, ecode_in
@@ -288,4 +288,3 @@ def user_signatures(patterns: Iterable[dict]) -> List[Signature]:
         )
         for p in patterns
     ]
-

@@ -1,5 +1,6 @@
 """What the agent watches besides exits: CANN's error messages and known failure phrases in every
-rank's output and plogs (host/cann/scan.py), and progress for the hang watchdog. It reports through the agent's event callback and decides
+rank's output and plogs (host/cann/scan.py), and progress for the hang watchdog. It reports through
+the agent's event callback and decides
 nothing about the job (the supervisor does). Standard library only, Python 3.7+.
 """
 
@@ -9,7 +10,7 @@ import glob
 import os
 import re
 import time
-from typing import Callable, Dict, Hashable, Optional, Set, Tuple
+from typing import Callable, Dict, Hashable, Optional, Set, Tuple, cast
 
 from npulaunch.host.agent.tail import Block, FileTail, count_lines, split_lines, tail_lines
 from npulaunch.host.cann.findings import Finding
@@ -175,7 +176,7 @@ class Monitor:
             self._report(key, finding)
 
     def _report(self, key: Hashable, finding: Finding) -> None:
-        rank, stream, plog = key  # type: ignore[misc]
+        rank, stream, plog = cast(Tuple[int, str, bool], key)
         if (rank, finding.name) in self._reported:
             return
         self._reported.add((rank, finding.name))

@@ -98,8 +98,8 @@ def family_of(code: str) -> Optional[str]:
         return DRIVER
     if _TORCH_NPU.match(code):
         return TORCH_NPU
-    if _FAULT.match(code) and not code.isdigit() or len(code) == 9 and code.isdigit():
-        return FAULT
+    if _FAULT.match(code) and not code.lower().startswith("0x"):
+        return FAULT  # eight or nine hex digits (an ACL code has six)
     return None
 
 

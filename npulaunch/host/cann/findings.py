@@ -36,6 +36,7 @@ class Finding:
     after: Tuple[str, ...]
     time: Optional[float]  # the message's own time stamp, when it has one
     info: Optional[CodeInfo]
+    line_no: int = 0  # the stream's line (1-based) of ``line``, where the reader counted them
 
 
 _DRIVER_CALL = lazy_re(r"\[(?:drv api|driver interface)\]\s*(\w+) failed|\b((?:hal|drv)[A-Z]\w+) failed")
@@ -47,6 +48,7 @@ _OPERATOR = lazy_re(
 _DEVICE = lazy_re(
     r"\bdevice_id=(\d+)|\bdevice\(chipId:(\d+)|\bDevice:(\d+)|\bdeviceId\s*=\s*(\d+)|\bdevice ID (\d+)|\bdevId=(\d+)"
 )
+_INNER_CODE = lazy_re(r"\bInnerCode=(0x[0-9a-fA-F]+)")
 _KERNEL_FAULT = lazy_re(r"(?i:\b(?:aicore|aivec|aivector|vector core|ai core)\b.{0,40}?\b(?:error|exception)\b)")
 _AICPU_FAULT = lazy_re(r"(?i:\baicpu\b.{0,40}?\bexception\b|exception occurred during AICPU execution)")
 _TIMEOUT = lazy_re(r"(?i:\btime(?:d)?[ _]?out\b)")
@@ -89,6 +91,7 @@ def build(message: Message, source: str = "") -> Finding:
         after=tuple(line[:500] for line in message.lines[where + 1 : where + 1 + EXCERPT_AFTER]),
         time=stamp,
         info=info,
+        line_no=message.line_no + where if message.line_no else 0,
     )
 
 
@@ -102,7 +105,8 @@ def _code_line(message: Message, codes: List[Tuple[int, str]], chosen: str) -> O
     telling = [i for i in kept if not _BARE_HEADER.search(message.lines[i])]
     if not telling and kept and kept[0] + 1 < len(message.lines):
         return kept[0] + 1  # the header says nothing: the line under it does
-    return (telling or kept or lines or [None])[0]
+    found = telling or kept or lines
+    return found[0] if found else None
 
 
 def _codes(message: Message) -> List[Tuple[int, str]]:
@@ -173,11 +177,16 @@ def _detail(text: str, reason: Optional[Tuple[str, Optional[int]]], implied: str
     operator = _OPERATOR.search(text)
     if operator:
         parts.append("operator %s" % next(g for g in operator.groups() if g))
+    inner = _INNER_CODE.search(text)
+    if inner:
+        parts.append("the runtime's inner code %s" % inner.group(1))
     device = _DEVICE.search(text)
     if device:
         parts.append("device %s" % next(g for g in device.groups() if g))
     if reason is not None and reason[1] is not None:
-        parts.append("the runtime's reason: %s (%d%s)" % (reason[0], reason[1], ", the code it implies" if implied else ""))
+        parts.append(
+            "the runtime's reason: %s (%d%s)" % (reason[0], reason[1], ", the code it implies" if implied else "")
+        )
     elif reason is not None:
         parts.append("the runtime's reason: %s" % reason[0][:120])
     return "; ".join(parts)

@@ -39,11 +39,16 @@ SOURCE_NOTES = {
     "hccl-types": "cann-hcomm include/hccl/hccl_types.h @ b5f3e5be (HcclResult and its comments)",
     "drv-errors": "hicann/driver pkg_inc/ascend_hal_error.h @ ef377e95 (drvError_t and its comments)",
     "torch-npu": "Ascend/pytorch torch_npu/utils/_error_code.py @ 9e73e708 (ERR<submodule><type>)",
-    "mindcluster": "Ascend/mind-cluster docs/en/scheduling/usage/resumable_training/03_configuring_fault_detection_levels.md"
-    " and component/ascend-device-plugin/pkg/common/fault_code.go (getFaultTypeBySeverity) @ 22bb3d98",
+    "mindcluster": "Ascend/mind-cluster docs/en/scheduling/usage/resumable_training/"
+    "03_configuring_fault_detection_levels.md and component/ascend-device-plugin/pkg/common/fault_code.go "
+    "(getFaultTypeBySeverity) @ 22bb3d98",
     "ms-cann": "mindspore-ai/docs tutorials/source_en/debug/error_analysis/cann_error_cases.md @ 0e400746",
 }
 
+INNER_REFERENCE = (
+    "https://www.hiascend.com/doc_center/source/zh/CANNCommunityEdition/81RC1beta1/maintenref/troubleshooting/"
+    "atlaserrorcode_15_0314.html"
+)
 ECODE_REFERENCE = (
     "https://www.hiascend.com/document/detail/en/CANNCommunityEdition/900/maintenref/troubleshooting/"
     "troubleshooting_0225.html"
@@ -96,7 +101,9 @@ _LINK = "a link between NPUs failed (a port going down, or the peer process gone
 
 # per code: the failure class, cause or symptom, hint
 CODES: Dict[str, Known] = {
-    "EI0001": Known("invalid_hccl_env", CAUSE, "an HCCL environment variable holds a value HCCL refuses: the line names it"),
+    "EI0001": Known(
+        "invalid_hccl_env", CAUSE, "an HCCL environment variable holds a value HCCL refuses: the line names it"
+    ),
     "EI0002": Known("hccl_exec_timeout", SYMPTOM, _EXEC_TIMEOUT, "hcomm"),
     "EI0003": Known("hccl_invalid_argument", CAUSE, "a collective was called with an argument HCCL refuses"),
     "EI0004": Known("invalid_rank_table", CAUSE, "HCCL could not read the rank table: check RANK_TABLE_FILE"),
@@ -113,7 +120,9 @@ CODES: Dict[str, Known] = {
         "hcomm",
     ),
     "EI0010": Known("hccl_p2p_failed", CAUSE, "HCCL's NPU-to-NPU copy failed: check the NPUs (npu-smi info)"),
-    "EI0011": Known("device_out_of_memory", CAUSE, "HCCL could not allocate device memory: lower HCCL_BUFFSIZE or the batch"),
+    "EI0011": Known(
+        "device_out_of_memory", CAUSE, "HCCL could not allocate device memory: lower HCCL_BUFFSIZE or the batch"
+    ),
     "EI0012": Known("hccl_sdma_error", SYMPTOM, _LINK + "; a buffer freed too early does this too", "hcomm"),
     "EI0013": Known("hccl_link_error", SYMPTOM, _LINK, "hcomm"),
     "EI0014": Known("invalid_rank_table", CAUSE, "the rank table does not match the NPUs: compare it with hccn_tool"),
@@ -140,19 +149,29 @@ CODES: Dict[str, Known] = {
     "EE1002": Known("stream_sync_timeout", SYMPTOM, _SYNC_TIMEOUT, "rt-json"),
     "EL0001": Known("device_absent", CAUSE, "the NPU is missing or abnormal: npu-smi info"),
     "EL0004": Known("device_out_of_memory", CAUSE, _DEVICE_OOM),
-    "EL0005": Known("device_busy", CAUSE, "the NPU's resources are busy (held by another process, or the NPU is resetting)"),
+    "EL0005": Known(
+        "device_busy", CAUSE, "the NPU's resources are busy (held by another process, or the NPU is resetting)"
+    ),
     "EL0018": Known("host_out_of_memory", CAUSE, _HOST_OOM),
     "EL0019": Known("device_out_of_memory", CAUSE, _DEVICE_OOM),
     "EE1013": Known("host_out_of_memory", CAUSE, _HOST_OOM),
     "EH0010": Known("host_out_of_memory", CAUSE, _HOST_OOM),
-    "E30003": Known("aicpu_process_limit", CAUSE, "too many processes on the NPU's AI CPU: an earlier job may still run"),
+    "E30003": Known(
+        "aicpu_process_limit", CAUSE, "too many processes on the NPU's AI CPU: an earlier job may still run"
+    ),
     "E30005": Known("device_lost", CAUSE, _DEVICE_LOST, "rt-json"),
     "E39009": Known("device_lost", CAUSE, _DEVICE_LOST, "rt-json"),
-    "E30008": Known("aicpu_kernel_timeout", CAUSE, "an AI CPU operator timed out (GetNext preprocessing, large shapes)"),
-    "EZ2001": Known("npu_hardware_fault", CAUSE, "the system reported a hardware fault (RAS): the line has its event id"),
+    "E30008": Known(
+        "aicpu_kernel_timeout", CAUSE, "an AI CPU operator timed out (GetNext preprocessing, large shapes)"
+    ),
+    "EZ2001": Known(
+        "npu_hardware_fault", CAUSE, "the system reported a hardware fault (RAS): the line has its event id"
+    ),
     # numeric: acl-err
     "107019": Known("device_wait_timeout", CAUSE, "a wait on the device timed out"),
-    "107020": Known("device_task_timeout", CAUSE, "a task ran past its time limit: check the timeouts and the workload"),
+    "107020": Known(
+        "device_task_timeout", CAUSE, "a task ran past its time limit: check the timeouts and the workload"
+    ),
     "107022": Known("device_task_aborted", SYMPTOM, "the device's tasks were aborted (after a failure elsewhere)"),
     "107023": Known("device_task_aborted", SYMPTOM, "the stream's tasks were aborted (after a failure elsewhere)"),
     "207001": Known("device_out_of_memory", CAUSE, _DEVICE_OOM),
@@ -162,12 +181,16 @@ CODES: Dict[str, Known] = {
     "507033": Known("device_setup_failed", CAUSE, "the NPU did not start: npu-smi info, and the driver's logs"),
     "507046": Known("stream_sync_timeout", SYMPTOM, _SYNC_TIMEOUT),
     "507047": Known("stream_sync_timeout", SYMPTOM, _SYNC_TIMEOUT),
-    "507048": Known("stream_sync_timeout", SYMPTOM, "a device task (FFTS+) timed out, often a collective waiting on another rank"),
+    "507048": Known(
+        "stream_sync_timeout", SYMPTOM, "a device task (FFTS+) timed out, often a collective waiting on another rank"
+    ),
     "507053": Known("device_memory_fault", CAUSE, "an uncorrectable memory error (UCE) on the NPU", "acl-err"),
     "507054": Known("device_memory_fault", CAUSE, "an HBM multi-bit ECC error on the NPU", "acl-err"),
     "507055": Known("device_memory_fault", SYMPTOM, "a peer NPU's memory failed: look at the peer's errors", "acl-err"),
     "507056": Known("hccs_link_error", CAUSE, "the link between two NPUs broke", "acl-err"),
-    "507057": Known("device_memory_fault", SYMPTOM, "a peer NPU's memory failed, or this NPU read out of bounds", "acl-err"),
+    "507057": Known(
+        "device_memory_fault", SYMPTOM, "a peer NPU's memory failed, or this NPU read out of bounds", "acl-err"
+    ),
     "507899": Known("driver_inner_error", CAUSE, "an internal error of the driver: the lines under it name the call"),
     "507904": Known("hccl_exec_failed", CAUSE, "HCCL re-ran a collective and it failed again"),
     "HCCL_E_TIMEOUT": Known("hccl_exec_timeout", SYMPTOM, _EXEC_TIMEOUT),
@@ -305,7 +328,12 @@ def _info(code: str, family: str, known: bool, module: str, title: str, **fields
     if own is not None:
         fields.update(cls=own.cls, kind=own.kind, hint=own.hint)
     why = RETRYABLE.get(code, "")
-    values = dict(scope="", group="", category="error", cls="", kind=CAUSE, hint="", page="", level="", source="")
+    key, _, said = why.partition(" ")
+    if key in SOURCE_NOTES:  # the note's key, spelled out: where Huawei's text says so
+        why = "%s, says %s" % (said.split(": ", 1)[-1], SOURCE_NOTES[key].split(" (")[0])
+    values: Dict[str, object] = dict(
+        scope="", group="", category="error", cls="", kind=CAUSE, hint="", page="", level="", source=""
+    )
     values.update(fields)
     return CodeInfo(code, family, known, module, title, retryable=bool(why), retryable_why=why, **values)  # type: ignore[arg-type]
 
@@ -328,12 +356,11 @@ def _ecode(code: str) -> CodeInfo:
         scope=scope,
         group=group,
         category=category,
-        cls="%s_%s"
-        % (_MODULE_WORDS.get(code[1], "operator"), "inner_error" if scope == INTERNAL else _slug(category)),
+        cls="%s_%s" % (_MODULE_WORDS.get(code[1], "operator"), "inner_error" if scope == INTERNAL else _slug(category)),
         hint=_WARNING_HINT
         if code[0] != "E"
         else (_CATEGORY_HINTS[category] % module if "%s" in _CATEGORY_HINTS[category] else _CATEGORY_HINTS[category]),
-        page=_page(*doc) if doc else ECODE_REFERENCE,
+        page=_page(*doc) if doc else (INNER_REFERENCE if code in DOCUMENTED_INNER else ECODE_REFERENCE),
         source=_source(source) if source else ("inner-doc" if code in DOCUMENTED_INNER else ""),
         warning=code[0] != "E",
     )
@@ -343,7 +370,9 @@ def _numeric(code: str) -> CodeInfo:
     entry = catalog.NUMERIC.get(int(code))
     component = NUMERIC_COMPONENTS.get(code[1:3], "CANN")
     klass = NUMERIC_CLASSES.get(code[0], "")
-    category = {"1": "environment or code", "2": "resources", "3": "service state", "5": "internal"}.get(code[0], "error")
+    category = {"1": "environment or code", "2": "resources", "3": "service state", "5": "internal"}.get(
+        code[0], "error"
+    )
     name, source = entry if entry else ("", "")
     page = ACL_REFERENCE % catalog.SOURCES["runtime-json"][1]
     if source in ("aclnn-codes",):
@@ -414,9 +443,10 @@ def _fault(code: str) -> CodeInfo:
         cls="npu_hardware_fault",
         # MindCluster treats a code it does not know as SeparateNPU (getFaultTypeBySeverity)
         level=level or "SeparateNPU",
-        hint="the NPU reported a hardware fault; MindCluster handles it as %s" % (level or "SeparateNPU (unknown code)"),
+        hint="the NPU reported a hardware fault; MindCluster handles it as %s"
+        % (level or "SeparateNPU (unknown code)"),
         page=FAULT_REFERENCE % catalog.SOURCES["fault-levels"][1],
-        source=_source("fault-levels"),
+        source=_source("fault-levels") if level else "",
     )
 
 

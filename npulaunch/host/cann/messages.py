@@ -14,6 +14,7 @@ from npulaunch.host.cann.shapes import (
     Hit,
     continues,
     find_codes,
+    find_reason,
     is_warning,
     line_time,
     record_level,
@@ -28,12 +29,24 @@ PLOG_GAP_S = 1.0  # plog records this close in time belong to one message
 MAX_BLANKS = 1  # blank lines a message may hold in a row (CANN's blocks have the odd one)
 
 
+def _reason_in(text: str) -> bool:
+    """Whether the line gives one of the runtime's reasons (``reason=[aicore exception]``): a failure with the
+    code it implies, where the line prints no code."""
+    if "reason" not in text:
+        return False
+    from npulaunch.host.cann.knowledge import lookup_reason
+
+    found = find_reason(text)
+    return found is not None and lookup_reason(found) is not None
+
+
 class Message:
     """The lines of one error message, the codes in them (line index, hit) and the phrases."""
 
-    __slots__ = ("lines", "hits", "phrases", "before", "plog", "count", "last_time", "blanks", "warning")
+    __slots__ = ("lines", "hits", "phrases", "before", "plog", "count", "last_time", "blanks", "warning", "line_no")
 
-    def __init__(self, before: Sequence[str], plog: bool) -> None:
+    def __init__(self, before: Sequence[str], plog: bool, line_no: int = 0) -> None:
+        self.line_no = line_no  # the stream's line (1-based) the message starts on
         self.lines: List[str] = []
         self.hits: List[Tuple[int, Hit]] = []
         self.phrases: List[Tuple[int, object]] = []  # (line index, Signature)
@@ -66,13 +79,16 @@ class Reader:
         self._plog = plog
         self._context: Deque[str] = collections.deque(maxlen=CONTEXT_LINES)
         self.current: Optional[Message] = None
+        self.lines_seen = 0  # the stream's lines so far (a message's line number is counted from them)
 
     @property
     def open(self) -> bool:
         return self.current is not None
 
-    def remember(self, lines: Sequence[str]) -> None:
-        """Ordinary lines the reader was not given (a block without codes): the last few are context."""
+    def remember(self, lines: Sequence[str], count: int) -> None:
+        """``count`` ordinary lines the reader was not given (a block without codes), ``lines`` the last
+        few of them: context for the next message."""
+        self.lines_seen += count
         if self.current is None:
             self._context.extend(line[:500] for line in lines[-CONTEXT_LINES:])
 
@@ -83,6 +99,7 @@ class Reader:
         done: List[Message] = []
         marked = set(range(len(lines)) if candidates is None else candidates)
         for index, raw in enumerate(lines):
+            self.lines_seen += 1
             if index not in marked and self.current is None:
                 self._context.append(raw[:500])
                 continue
@@ -102,7 +119,7 @@ class Reader:
         hits = find_codes(text) if candidate else []
         phrase = self._phrase_of(line) if candidate else None
         quiet = level in ("WARNING", "WARN", "INFO", "DEBUG", "EVENT", "TRACE") or is_warning(text)
-        opens = not quiet and (any(hit.code[0] != "W" for hit in hits) or phrase is not None)
+        opens = not quiet and (any(hit.code[0] != "W" for hit in hits) or phrase is not None or _reason_in(text))
         closed: Optional[Message] = None
         message = self.current
         if message is not None and message.plog and level is not None and level != "ERROR":
@@ -115,7 +132,7 @@ class Reader:
                 return closed
             closed = self.flush()
         if opens:
-            message = Message(self._context, plog=self._plog or level is not None)
+            message = Message(self._context, plog=self._plog or level is not None, line_no=self.lines_seen)
             message.last_time = line_time(text) if message.plog else None
             message.add(line, hits, phrase)
             self.current = message

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
-from npulaunch.host.agent.tail import split_lines, tail_lines
+from npulaunch.host.agent.tail import count_lines, split_lines, tail_lines
 from npulaunch.host.cann.findings import Finding, build
 from npulaunch.host.cann.messages import CONTEXT_LINES, Reader
 from npulaunch.host.signatures import SIGNATURES, Matcher, Signature
@@ -37,7 +37,7 @@ class Scanner:
         if not block or self._found.get(key, 0) >= MAX_FINDINGS:
             return []
         if not reader.open and not self.matcher.block_may_match(block):
-            reader.remember(tail_lines(block, CONTEXT_LINES))
+            reader.remember(tail_lines(block, CONTEXT_LINES), count_lines(block))
             return []
         lines = [line.rstrip("\r") for line in split_lines(block)]
         if self._clock is not None:

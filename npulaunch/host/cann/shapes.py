@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import time
+from types import ModuleType
 from typing import List, NamedTuple, Optional, Pattern, Tuple
 
 from npulaunch.host.cann.codes import ACL, CANN, DRIVER, FAULT, HCCL, TORCH_NPU
@@ -49,11 +50,12 @@ def ecode_in(block: bytes) -> bool:
 # host/signatures.py skip a block that lacks a rare character of each, so that ordinary output costs a few memchr
 # calls a block): a Python exception's "Error:" (torch_npu's "RuntimeError: ... error code is 507035", MindSpore's
 # "RuntimeError: Call rt api ... failed, ret: 507011"), the runtime's "ErrCode=" / "drvRetCode=" / "ErrorCode=",
-# torch_npu's ERRxxxxx; a plog's ERROR lines (HCCL's errNo[...] and hcclRet, "[ERROR] ... failed: 507035") pass
-# by the phrases' "ERROR]", and a CANN block by its six-character code (ecode_in). Lines under a code line are read
+# torch_npu's ERRxxxxx; a line a program logs at its ERROR or FATAL level ("[ERROR] ... failed: 507035", a plog's
+# errNo[...] and hcclRet, "CANN failure 500001: ACL_ERROR_FAILURE", "with ERROR 561103", the catalog's identifiers
+# ACL_ERROR_..., DRV_ERROR_...); and a CANN block by its six-character code (ecode_in). Lines under a code line are read
 # while its message is open. Not "error" or "fail" alone: a metric named mean_squared_error is printed on every
 # step of some jobs, and "fail" in every block costs a search of each (bench/log_path.py).
-SHAPE_NEEDLES = ("Error:", "rrCode", "RetCode", "rrorCode", "RROR CODE", "ERR0", "ERR99")
+SHAPE_NEEDLES = ("Error:", "ERROR", "FATAL", "failure", "Failure", "rrCode", "RetCode", "rrorCode", "ERR0", "ERR99")
 
 # -- codes -------------------------------------------------------------------------------------------------------
 _ECODE = lazy_re(r"(?<![0-9A-Za-z_])([EW][0-9A-Z]\d{4})(?![0-9A-Za-z_])")
@@ -64,6 +66,14 @@ _NUMERIC = lazy_re(
 )
 # the weaker words ("result =", "ret:", "errno:") count only in a line that says something failed
 _FAILED = lazy_re(r"(?i:fail|error|abnormal|exception)")
+# the loosest: a number right after a word of failure ("CANN failure 500001", "with ERROR 561103", "error:507011",
+# "err=507015", "aclnnStatus=161001"), which counts only when the number is a return code the catalog lists
+_LOOSE = lazy_re(
+    r"(?i:(?:\b(?:error|failure|failed|fail|ret|return|err)|status)\b)\s*[:=]?\s*\(?\s*(\d{6})(?![\dxX])(?!\.\d)"
+)
+# the catalog's own identifiers: ACL_ERROR_FAILURE, ACL_ERROR_RT_AICORE_EXCEPTION, ACLNN_ERR_INNER, HCCL_E_TIMEOUT,
+# DRV_ERROR_OUT_OF_MEMORY
+_IDENTIFIER = lazy_re(r"\b(ACL_ERROR_[A-Z0-9_]+|ACLNN_ERR_[A-Z0-9_]+|HCCL_E_[A-Z_]+|(?:DRV|DEV)_ERROR_[A-Z_]+)\b")
 _HCCL_RET = lazy_re(r"hcclRet\s*->\s*(\d+)|\bret\[(\d+)\]")
 _HCCL_ERRNO = lazy_re(r"\berrNo\[0x([0-9a-fA-F]{1,16})\]|\breturn\[(\d{6,10})\]")
 _DRV = lazy_re(r"\bdrvRetCode\s*[=:]\s*(\d+)")
@@ -93,6 +103,12 @@ def find_codes(line: str) -> List[Hit]:
             hits.append(Hit(number, ACL, match.start(2), "error code"))
         elif len(number) <= 4 and _HCCL_CONTEXT.search(line):
             hits.append(Hit(hccl_name(int(number)), HCCL, match.start(2), "error code"))
+    if not any(hit.family == ACL for hit in hits):
+        for match in _LOOSE.finditer(line):
+            if int(match.group(1)) in _catalog().NUMERIC:
+                hits.append(Hit(match.group(1), ACL, match.start(1), "loose"))
+    if "_E" in line:
+        hits.extend(_identifiers(line))
     if "hcclRet" in line or "ret[" in line:
         for match in _HCCL_RET.finditer(line):
             hits.append(Hit(hccl_name(int(match.group(1) or match.group(2))), HCCL, match.start(), "hcclRet"))
@@ -107,6 +123,38 @@ def find_codes(line: str) -> List[Hit]:
         hits.extend(Hit(m.group(1).upper(), FAULT, m.start(1), "event id") for m in _EVENT.finditer(line))
     hits.sort(key=lambda hit: hit.start)
     return hits
+
+
+def _catalog() -> ModuleType:
+    """The generated catalog, imported at the first line that needs it (not by the agent's start)."""
+    from npulaunch.host.cann import catalog
+
+    return catalog
+
+
+def _identifiers(line: str) -> List[Hit]:
+    """The codes a line names by the catalog's identifiers (only identifiers the catalog has)."""
+    hits = []
+    for match in _IDENTIFIER.finditer(line):
+        name = match.group(1)
+        if name.startswith("ACL"):
+            number = _numbers_by_name().get(name)
+            if number is not None:
+                hits.append(Hit(str(number), ACL, match.start(), "identifier"))
+        elif name in _catalog().HCCL_RESULTS.values():
+            hits.append(Hit(name, HCCL, match.start(), "identifier"))
+        elif name in _catalog().DRV_ERRORS.values():
+            hits.append(Hit(name, DRIVER, match.start(), "identifier"))
+    return hits
+
+
+_BY_NAME: List[dict] = []
+
+
+def _numbers_by_name() -> dict:
+    if not _BY_NAME:
+        _BY_NAME.append({name: number for number, (name, _) in _catalog().NUMERIC.items()})
+    return _BY_NAME[0]
 
 
 def hccl_name(value: int) -> str:
@@ -135,7 +183,8 @@ def find_reason(line: str) -> Optional[str]:
 # --tag-output ("[1,3]<stdout>:"), Ray's and vLLM's process tags ("(EngineCore_DP0 pid=753) "), vLLM's and
 # similar loggers' level and time ("ERROR 04-30 03:48:59 [core.py:700] ")
 _PREFIX = lazy_re(
-    r"^(?:\[rank\d+\]:\s?|\[\d+,\d+\]<std(?:out|err)>:\s?|\([\w.-]+(?: [\w.-]+=[\w.:-]+)*,? pid=\d+(?:, ip=[\d.]+)?\)\s?"
+    r"^(?:\[rank\d+\]:\s?|\[\d+,\d+\]<std(?:out|err)>:\s?"
+    r"|\([\w.-]+(?: [\w.-]+=[\w.:-]+)*,? pid=\d+(?:, ip=[\d.]+)?\)\s?"
     r"|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\]\s?)+"
 )
 # CANN's plog record: "[ERROR] HCCL(17528,python3):2026-03-18-10:33:52.113.403 [file.cc:797] ...", and MindSpore's
@@ -156,7 +205,7 @@ _TIME = lazy_re(
 
 def strip_prefix(line: str) -> str:
     """The line without what a launcher or logger put before the rank's own text."""
-    if not line[:1] in "[(EWIDC":
+    if line[:1] not in "[(EWIDC":
         return line
     match = _PREFIX.match(line)
     return line[match.end() :] if match else line
