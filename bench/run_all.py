@@ -27,6 +27,7 @@ BENCHMARKS: List[Tuple[str, List[str], List[str], bool]] = [
     ("injection_cost", [], ["--repeats", "2"], False),
     ("burst_memory", [], ["--smoke"], False),
     ("console_flood", [], ["--smoke"], False),
+    ("log_path", [], ["--smoke"], True),
     ("ssh_startup", [], ["--hosts", "1", "--repeats", "1"], False),
 ]
 

@@ -25,7 +25,7 @@ def test_every_benchmark_runs_in_smoke_mode(tmp_path: Path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    for name in ("compare.md", "goals.md", "plan_scale.md", "injection_cost.md", "ssh_startup.md"):
+    for name in ("compare.md", "goals.md", "plan_scale.md", "injection_cost.md", "ssh_startup.md", "log_path.md"):
         text = (tmp_path / name).read_text()
         assert "|---" in text, f"{name} has no table:\n{text}"
     assert "npulaunch" in (tmp_path / "compare.md").read_text()
@@ -34,3 +34,5 @@ def test_every_benchmark_runs_in_smoke_mode(tmp_path: Path) -> None:
         assert row in goals, goals
     assert re.search(r"- 8 ranks: floor \d+ / \d+ ms, npulaunch \d+ / \d+ ms", goals), goals  # when ranks started
     assert "| 64 | 8 | 512 |" in (tmp_path / "plan_scale.md").read_text()
+    log_path = (tmp_path / "log_path.md").read_text()  # the log path before and after: two kinds of lines, two trees
+    assert "| plain | this tree |" in log_path and "| training | base (" in log_path, log_path

@@ -15,7 +15,7 @@ import re
 from typing import Dict, Iterable, List, Match, Optional, Pattern, Sequence, Tuple, Union
 
 from npulaunch.host.agent.tail import split_lines
-from npulaunch.host.cann.shapes import SHAPE_NEEDLES, ecode_in
+from npulaunch.host.cann.shapes import E_SHAPES, SHAPE_NEEDLES, ecode_in
 from npulaunch.host.lazyre import lazy_re
 from npulaunch.host.signaturetable import CAUSE, SIGNATURES, SYMPTOM, Signature
 
@@ -158,7 +158,7 @@ def _line_indexes(lines: Sequence[str], starts: Iterable[int]) -> List[int]:
 
 
 Needle = Union[str, Pattern[str]]
-_ECODE_TEXT = lazy_re(r"E[0-9A-Z][0-9]{4}")
+_ECODE_TEXT = lazy_re(E_SHAPES)
 
 
 class _Lazy:

@@ -14,6 +14,7 @@ from npulaunch.diagnose.rootcause import ranks_word
 from npulaunch.diagnose.summary import JobStatus, JobSummary
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.records import RankState
+from npulaunch.views.reporttext import code_lines
 
 # the layout of the timeline (pixels); tests read the picture by these numbers
 LEFT = 150  # room for the rank labels
@@ -97,12 +98,16 @@ def _root_cause(summary: JobSummary) -> str:
     ]
     if cause.first_line and cause.cls not in ("exit", "signal", "hang"):
         lines.append(f"<p class='error'>{_e(cause.label)} ({_e(cause.cls)}): {_e(cause.first_line)}</p>")
+        lines.extend(f"<p class='detail'>{_e(text.strip())}</p>" for text in code_lines(cause))
     lines.append(f"<p class='why'>{_e(cause.why)}</p>")
     lines.append(f"<p class='hint'>{_e(cause.hint)}{' (a restart may help)' if cause.retryable else ''}</p>")
     shown = cause.excerpt if len(cause.excerpt) > 1 else root.last_lines
     if shown:
         label = "excerpt" if shown is cause.excerpt else f"last lines of {root.log}"
         lines.append(f"<p class='label'>{_e(label)}</p><pre>{_e(chr(10).join(shown))}</pre>")
+    page = (cause.code_info or {}).get("page")
+    if page:  # as text, not a link: the page loads nothing from outside
+        lines.append(f"<p class='page'>CANN's page for {_e(cause.code)}: {_e(page)}</p>")
     if cause.others:
         lines.append("<ul class='others'>")
         lines.extend(f"<li>{_e(ranks_word(group.ranks))}: {_e(group.what)}</li>" for group in cause.others)

@@ -34,28 +34,29 @@ class Hit(NamedTuple):
 # -- the pre-filter: what a block of output must hold to be looked at line by line -----------------------
 # An error-level six-character code starts with "E" (memchr finds a block without one at memory speed); the
 # other shapes are found by their words, which host/signatures.py's gates check with the phrases' needles.
-_ECODE_BYTES: List[Pattern[bytes]] = []  # compiled at the first block that has an "E"
+# An error-level six-character code starts with "E", and so do the words that mark most other shapes: a Python
+# exception's "Error:" (torch_npu's "RuntimeError: ... error code is 507035", MindSpore's "RuntimeError: Call rt api
+# ... failed, ret: 507011"), a line a program logs at its ERROR level ("[ERROR] ... failed: 507035", a plog's errNo[...]
+# and hcclRet, "with ERROR 561103") or that names the catalog's identifiers (ACL_ERROR_..., DRV_ERROR_...: "CANN
+# failure 500001: ACL_ERROR_FAILURE"), torch_npu's ERRxxxxx. One search for all of them: memchr passes a block without
+# an "E" at memory speed, and the regular expression, led by that literal "E", looks at each "E" once. The rest are
+# found by the needles below, which host/signatures.py's gates skip at memchr speed. Lines under a code line are read
+# while its message is open. Not "error", "fail" or "failure" alone: a metric named mean_squared_error is printed on
+# every step of some jobs, and a common word's gate opens on most blocks and costs a search of each
+# (bench/log_path.py: "failure" and "FATAL" as needles cost 0.2 s of CPU on 8 x 200,000 lines of training output).
+E_SHAPES = r"E(?:[0-9A-Z][0-9]{4}|rror:|RR(?:OR|0|99))"
+SHAPE_NEEDLES = ("rrCode", "RetCode", "rrorCode")  # ErrCode=N, drvRetCode=N, ErrorCode=N
+_E_SHAPES_BYTES: List[Pattern[bytes]] = []  # compiled at the first block that has an "E"
 
 
 def ecode_in(block: bytes) -> bool:
-    """Whether a block of output may hold an error-level six-character code."""
+    """Whether a block of output may hold an error-level six-character code or another shape's "E" word."""
     if b"E" not in block:
         return False
-    if not _ECODE_BYTES:
-        _ECODE_BYTES.append(re.compile(rb"E[0-9A-Z][0-9]{4}"))
-    return _ECODE_BYTES[0].search(block) is not None
+    if not _E_SHAPES_BYTES:
+        _E_SHAPES_BYTES.append(re.compile(E_SHAPES.encode()))
+    return _E_SHAPES_BYTES[0].search(block) is not None
 
-
-# Every other shape comes with words a line of ordinary output rarely has, matched as written (the gates of
-# host/signatures.py skip a block that lacks a rare character of each, so that ordinary output costs a few memchr
-# calls a block): a Python exception's "Error:" (torch_npu's "RuntimeError: ... error code is 507035", MindSpore's
-# "RuntimeError: Call rt api ... failed, ret: 507011"), the runtime's "ErrCode=" / "drvRetCode=" / "ErrorCode=",
-# torch_npu's ERRxxxxx; a line a program logs at its ERROR or FATAL level ("[ERROR] ... failed: 507035", a plog's
-# errNo[...] and hcclRet, "CANN failure 500001: ACL_ERROR_FAILURE", "with ERROR 561103", the catalog's identifiers
-# ACL_ERROR_..., DRV_ERROR_...); and a CANN block by its six-character code (ecode_in). Lines under a code line are read
-# while its message is open. Not "error" or "fail" alone: a metric named mean_squared_error is printed on every
-# step of some jobs, and "fail" in every block costs a search of each (bench/log_path.py).
-SHAPE_NEEDLES = ("Error:", "ERROR", "FATAL", "failure", "Failure", "rrCode", "RetCode", "rrorCode", "ERR0", "ERR99")
 
 # -- codes -------------------------------------------------------------------------------------------------------
 _ECODE = lazy_re(r"(?<![0-9A-Za-z_])([EW][0-9A-Z]\d{4})(?![0-9A-Za-z_])")
