@@ -251,3 +251,41 @@ def test_specificity_orders_the_families() -> None:
         "W11001",
     ]
     assert sorted(ordered, key=specificity) == ordered
+
+
+def test_mindspores_frame_around_cann_s_message() -> None:
+    # MindSpore's log line, then the frame ascend_err_manager.cc puts around CANN's message
+    found = scan(
+        "[ERROR] DEVICE(170414,fffe397fa1e0,python):2021-09-13-15:29:07.466.049 [mindspore/ccsrc/runtime/device/"
+        "ascend/ascend_kernel_runtime.cc:375] Init] Ascend error occurred, error message:\n"
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 9, in <module>\n'
+        "RuntimeError: Ascend kernel runtime initialization failed.\n"
+        "\n"
+        "----------------------------------------------------\n"
+        "- Ascend Error Message:\n"
+        "----------------------------------------------------\n"
+        "EI0004: The ranktable is invalid,Reason:[The ranktable file does not exist]. Please check the configuration.\n"
+        '(Please search "Ascend Error Message" at https://www.mindspore.cn for error code description)\n'
+    )
+    assert [(f.code, f.cls) for f in found] == [("EI0004", "invalid_rank_table")]
+    assert "- Ascend Error Message:" in found[0].before
+
+
+def test_the_tf_adapters_geop_wrapper() -> None:
+    (finding,) = scan(
+        "tensorflow.python.framework.errors_impl.InternalError: GeOp5_0GEOP::::DoRunAsync Failed\n"
+        "Error Message is : \n"
+        "EI0008: The CANN versions are inconsistent: the local version is 8.0.0, the remote 7.0.0.\n"
+        "\t [[{{node GeOp5_0}}]]\n"
+    )
+    assert (finding.code, finding.cls, finding.kind) == ("EI0008", "cann_version_mismatch", "cause")
+    assert finding.after == ("\t [[{{node GeOp5_0}}]]",)
+
+
+def test_mindspores_runtime_call_lines() -> None:
+    (finding,) = scan(
+        "RuntimeError: Call rt api rtStreamSynchronize failed, ret: 507011\n"
+        "retcode: 507011 ( model execute failed)\n"
+    )
+    assert finding.code == "507011" and finding.info is not None and finding.info.title == "ACL_ERROR_RT_MODEL_EXECUTE"

@@ -156,24 +156,19 @@ class CodeInfo:
         }
 
     def to_json(self) -> dict:
-        return {
-            "code": self.code,
-            "family": self.family,
-            "known": self.known,
-            "module": self.module,
-            "title": self.title,
-            "scope": self.scope,
-            "group": self.group,
-            "category": self.category,
-            "cls": self.cls,
-            "kind": self.kind,
-            "retryable": self.retryable,
-            "retryable_why": self.retryable_why,
-            "hint": self.hint,
-            "page": self.page,
-            "level": self.level,
-            "source": self.source,
-        }
+        """All of it (``npulaunch explain --json``): the facts, then npulaunch's judgement."""
+        facts = self.summary()
+        facts.update(
+            code=self.code,
+            group=self.group,
+            cls=self.cls,
+            kind=self.kind,
+            retryable=self.retryable,
+            retryable_why=self.retryable_why,
+            hint=self.hint,
+            source=self.source,
+        )
+        return facts
 
 
 def describe(code: str) -> Optional[CodeInfo]:

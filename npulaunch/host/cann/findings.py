@@ -165,6 +165,10 @@ def _reason(
     return (texts[0], None) if texts else None
 
 
+# what a message's detail names, each from the first of its patterns' groups that matched
+_NAMED = (("operator %s", _OPERATOR), ("the runtime's inner code %s", _INNER_CODE), ("device %s", _DEVICE))
+
+
 def _detail(text: str, reason: Optional[Tuple[str, Optional[int]]], implied: str) -> str:
     parts = []
     call = _DRIVER_CALL.search(text)
@@ -174,15 +178,10 @@ def _detail(text: str, reason: Optional[Tuple[str, Optional[int]]], implied: str
         call = _RUNTIME_CALL.search(text)
         if call:
             parts.append("runtime call %s failed" % call.group(1))
-    operator = _OPERATOR.search(text)
-    if operator:
-        parts.append("operator %s" % next(g for g in operator.groups() if g))
-    inner = _INNER_CODE.search(text)
-    if inner:
-        parts.append("the runtime's inner code %s" % inner.group(1))
-    device = _DEVICE.search(text)
-    if device:
-        parts.append("device %s" % next(g for g in device.groups() if g))
+    for words, pattern in _NAMED:
+        found = pattern.search(text)
+        if found:
+            parts.append(words % next(g for g in found.groups() if g))
     if reason is not None and reason[1] is not None:
         parts.append(
             "the runtime's reason: %s (%d%s)" % (reason[0], reason[1], ", the code it implies" if implied else "")
