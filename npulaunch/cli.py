@@ -276,7 +276,8 @@ def cmd_catalog(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 def cmd_explain(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     import json
 
-    from npulaunch.host.cann.codes import canonical, describe
+    from npulaunch.host.cann.codes import canonical
+    from npulaunch.host.cann.knowledge import describe
     from npulaunch.views.codeview import explain_lines, shape_of
 
     infos = []

@@ -12,11 +12,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from npulaunch.diagnose.rootcause import FAILURE_WINDOW_S
-from npulaunch.host.cann.codes import specificity
+from npulaunch.host.cann.codes import CAUSE, SYMPTOM, specificity
 from npulaunch.host.cann.findings import GENERIC_PHRASES, Finding
 from npulaunch.host.cann.scan import Scanner
 from npulaunch.host.errors import UsageError
-from npulaunch.host.signaturetable import CAUSE, SYMPTOM
 
 BLOCK_BYTES = 1 << 20
 LOG_NAMES = re.compile(r"(?:\.(?:log|txt|out|err)$|^(?:stdout|stderr)$|^plog-|^device-)")

@@ -9,12 +9,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from npulaunch.host.cann.codes import specificity
+from npulaunch.host.cann.codes import CAUSE, SYMPTOM, specificity
 from npulaunch.host.cann.findings import GENERIC_PHRASES
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.ranges import ranges
 from npulaunch.host.records import RankResult, RankState
-from npulaunch.host.signatures import CAUSE, SYMPTOM
 
 
 @dataclass(frozen=True)

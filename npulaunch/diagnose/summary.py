@@ -12,8 +12,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 from npulaunch.diagnose.jsonfields import Fields
 from npulaunch.diagnose.rootcause import RankGroup, RootCause, failure_label
+from npulaunch.host.cann.codes import CAUSE
 from npulaunch.host.records import RankResult, RankState
-from npulaunch.host.signaturetable import CAUSE
 
 
 class JobStatus(str, Enum):

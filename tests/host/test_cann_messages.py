@@ -285,7 +285,6 @@ def test_the_tf_adapters_geop_wrapper() -> None:
 
 def test_mindspores_runtime_call_lines() -> None:
     (finding,) = scan(
-        "RuntimeError: Call rt api rtStreamSynchronize failed, ret: 507011\n"
-        "retcode: 507011 ( model execute failed)\n"
+        "RuntimeError: Call rt api rtStreamSynchronize failed, ret: 507011\nretcode: 507011 ( model execute failed)\n"
     )
     assert finding.code == "507011" and finding.info is not None and finding.info.title == "ACL_ERROR_RT_MODEL_EXECUTE"

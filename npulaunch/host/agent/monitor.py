@@ -14,11 +14,11 @@ from typing import Callable, Dict, Hashable, Optional, Set, Tuple, cast
 
 from npulaunch.host.agent.tail import Block, FileTail, count_lines, split_lines, tail_lines
 from npulaunch.host.cann.findings import Finding
+from npulaunch.host.cann.prefilter import SIGNATURES, user_signatures
 from npulaunch.host.cann.scan import Scanner
 from npulaunch.host.events import EventKind
 from npulaunch.host.progress import LOOK_BACK, Step, find_step
 from npulaunch.host.session import HEARTBEAT_FILE
-from npulaunch.host.signatures import SIGNATURES, user_signatures
 from npulaunch.host.spec import HostPlan
 from npulaunch.host.watchdog import HangLimits, Progress, describe, find_hangs, next_check_in
 
@@ -79,7 +79,7 @@ class Monitor:
     def lines(self, rank: int, stream: str, block: Block) -> None:
         """A block of a rank's output (whole lines): progress, and the signatures it carries. Looked
         at whole: its lines are counted, its last ones read for a step, and it is cut into lines only
-        when a signature's needle is in it (host/signatures.py)."""
+        when a signature's needle is in it (host/cann/prefilter.py)."""
         if not block:
             return
         first = rank not in self._lines

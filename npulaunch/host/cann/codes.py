@@ -171,17 +171,6 @@ class CodeInfo:
         return facts
 
 
-def describe(code: str) -> Optional[CodeInfo]:
-    """What npulaunch knows of a code in canonical form (``canonical``), known to a catalog or not;
-    None when the text is no code at all."""
-    from npulaunch.host.cann import knowledge
-
-    family = family_of(code)
-    if family is None:
-        return None
-    return knowledge.describe(code, family)
-
-
 def specificity(code: str) -> Tuple[int, int]:
     """How much a code says, for choosing a block's code (smaller says more): its family's rank, then, among
     six-character codes, user codes before internal ones, and warnings last."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
-from npulaunch.host.cann.codes import ACL, CAUSE, INTERNAL, SYMPTOM, CodeInfo, describe, specificity
+from npulaunch.host.cann.codes import ACL, CAUSE, INTERNAL, SYMPTOM, CodeInfo, specificity
 from npulaunch.host.cann.messages import Message
+from npulaunch.host.cann.phrases import Signature
 from npulaunch.host.cann.shapes import find_reason, line_time, strip_prefix
 from npulaunch.host.lazyre import lazy_re
-from npulaunch.host.signaturetable import Signature
 
 EXCERPT_AFTER = 12  # a message's lines shown after the one with its code
 
@@ -56,7 +56,7 @@ _TIMEOUT = lazy_re(r"(?i:\btime(?:d)?[ _]?out\b)")
 
 def build(message: Message, source: str = "") -> Finding:
     """The finding a message is."""
-    from npulaunch.host.cann.knowledge import lookup_reason  # the catalog, loaded at the first finding
+    from npulaunch.host.cann.knowledge import describe, lookup_reason  # the catalog, loaded at the first finding
 
     codes = _codes(message)
     phrase: Optional[Signature] = next((p for _, p in message.phrases if isinstance(p, Signature)), None)
@@ -127,7 +127,7 @@ def _judge(
     code it has none of, a failure phrase the message holds (but a traceback's or a crash's), a code
     under it that it knows, what the block's words say (an internal code's kernel fault or timeout);
     else the family's defaults."""
-    from npulaunch.host.cann.knowledge import CODES
+    from npulaunch.host.cann.knowledge import CODES, describe
 
     if info is not None and info.code in CODES:
         return info.cls, info.kind, info.hint, info.retryable, info.retryable_why

@@ -26,6 +26,7 @@ from npulaunch.host.cann.codes import (
     CodeInfo,
     ecode_module,
     ecode_scope,
+    family_of,
 )
 
 # where the facts below come from (each named once, cited by key)
@@ -270,8 +271,12 @@ _WARNING_HINT = "a warning, not a failure: the job can go on; the message says w
 _TORCH_NPU_TYPES = {"ACL": "a call into ACL failed", "HCCL": "a call into HCCL failed", "GE": "a call into GE failed"}
 
 
-def describe(code: str, family: str) -> CodeInfo:
-    """A code's CodeInfo (the family already known from its shape)."""
+def describe(code: str) -> Optional[CodeInfo]:
+    """What npulaunch knows of a code in canonical form (``codes.canonical``), known to a catalog or not;
+    None when the text is no code at all."""
+    family = family_of(code)
+    if family is None:
+        return None
     if family == CANN:
         return _ecode(code)
     if family == ACL:

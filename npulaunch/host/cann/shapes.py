@@ -33,14 +33,14 @@ class Hit(NamedTuple):
 
 # -- the pre-filter: what a block of output must hold to be looked at line by line -----------------------
 # An error-level six-character code starts with "E" (memchr finds a block without one at memory speed); the
-# other shapes are found by their words, which host/signatures.py's gates check with the phrases' needles.
+# other shapes are found by their words, which host/cann/prefilter.py's gates check with the phrases' needles.
 # An error-level six-character code starts with "E", and so do the words that mark most other shapes: a Python
 # exception's "Error:" (torch_npu's "RuntimeError: ... error code is 507035", MindSpore's "RuntimeError: Call rt api
 # ... failed, ret: 507011"), a line a program logs at its ERROR level ("[ERROR] ... failed: 507035", a plog's errNo[...]
 # and hcclRet, "with ERROR 561103") or that names the catalog's identifiers (ACL_ERROR_..., DRV_ERROR_...: "CANN
 # failure 500001: ACL_ERROR_FAILURE"), torch_npu's ERRxxxxx. One search for all of them: memchr passes a block without
 # an "E" at memory speed, and the regular expression, led by that literal "E", looks at each "E" once. The rest are
-# found by the needles below, which host/signatures.py's gates skip at memchr speed. Lines under a code line are read
+# found by the needles below, which prefilter.py's gates skip at memchr speed. Lines under a code line are read
 # while its message is open. Not "error", "fail" or "failure" alone: a metric named mean_squared_error is printed on
 # every step of some jobs, and a common word's gate opens on most blocks and costs a search of each
 # (bench/log_path.py: "failure" and "FATAL" as needles cost 0.2 s of CPU on 8 x 200,000 lines of training output).

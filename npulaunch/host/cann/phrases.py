@@ -2,7 +2,7 @@
 keywords, the runtime's device exceptions, Python tracebacks, segmentation faults), with the CANN code
 CANN's documentation files them under, the failure class, cause or symptom, retryability, whether they
 stop the job, the hint and the source. Lines that print a code are read by their shape (host/cann/);
-host/signatures.py matches these. Standard library only, Python 3.7+.
+host/cann/prefilter.py matches these. Standard library only, Python 3.7+.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
-CAUSE, SYMPTOM = "cause", "symptom"
+from npulaunch.host.cann.codes import CAUSE, SYMPTOM
+
+__all__ = ["CAUSE", "SYMPTOM", "SIGNATURES", "Signature"]
 
 
 @dataclass(frozen=True)

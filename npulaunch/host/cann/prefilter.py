@@ -1,7 +1,6 @@
-"""Error phrases and the pre-filter of the log path: a block of a rank's output is looked at line by
-line only when it may hold a code (host/cann/shapes.py) or a phrase of the table (signaturetable.py).
-Each phrase says whether it is usually a *cause* or a *symptom* (a rank that timed out waiting for
-another), whether a restart can help, and what to do.
+"""The pre-filter of the log path, and the phrases' matcher: a block of a rank's output is looked at
+line by line only when it may hold a code (shapes.py) or a failure phrase (phrases.py); the gates
+that decide it cost a few memchr calls a block of ordinary output.
 
 Standard library only, Python 3.7+: the agent matches on compute hosts. A leaf: it knows lines,
 not ranks or jobs. Facts (codes, meanings) follow Huawei's error-code reference; wording is ours.
@@ -15,9 +14,9 @@ import re
 from typing import Dict, Iterable, List, Match, Optional, Pattern, Sequence, Tuple, Union
 
 from npulaunch.host.agent.tail import split_lines
+from npulaunch.host.cann.phrases import CAUSE, SIGNATURES, SYMPTOM, Signature
 from npulaunch.host.cann.shapes import E_SHAPES, SHAPE_NEEDLES, ecode_in
 from npulaunch.host.lazyre import lazy_re
-from npulaunch.host.signaturetable import CAUSE, SIGNATURES, SYMPTOM, Signature
 
 __all__ = ["CAUSE", "SYMPTOM", "SIGNATURES", "Signature", "Matcher", "user_signatures"]
 

@@ -1,4 +1,4 @@
-"""The log path's pre-filter and the failure phrases (host/signatures.py, host/signaturetable.py), and the
+"""The log path's pre-filter and the failure phrases (host/cann/prefilter.py, host/cann/phrases.py), and the
 real failure lines collected in tests/data/ascend_error_lines.jsonl read the way the agent reads them
 (host/cann/scan.py): which lines are a cause, which a symptom of waiting, and what each is."""
 
@@ -11,8 +11,8 @@ from typing import Any, Dict, List
 import pytest
 
 from npulaunch.host.cann.findings import Finding
+from npulaunch.host.cann.prefilter import CAUSE, SIGNATURES, SYMPTOM, Matcher, _Gate
 from npulaunch.host.cann.scan import Scanner
-from npulaunch.host.signatures import CAUSE, SIGNATURES, SYMPTOM, Matcher, _Gate
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "ascend_error_lines.jsonl"
 ROWS: List[Dict[str, Any]] = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
