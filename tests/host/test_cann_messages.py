@@ -52,6 +52,7 @@ def scan(text: str, plog: bool = False, scanner: Optional[Scanner] = None) -> Li
             ["DRV_ERROR_OUT_OF_MEMORY"],
         ),
         ("[ERROR] 2025-10-11-15:09:34 (PID:2969, Device:0, RankID:101) ERR00100 PTA call acl api failed", ["ERR00100"]),
+        ("Starting the HCCP process failed. Symbol not found. ErrorCode=EE1015.", ["EE1015"]),
         ("Fault RAS occurs in the system: [event_id:0x80e18400] New uncorrectable ECC", ["80E18400"]),
     ],
 )
@@ -69,6 +70,8 @@ def test_each_documented_shape_gives_its_code(line: str, codes: List[str]) -> No
         "W1102 03:04:05.123 140123 session.py:12] E1102 is a glog stamp, not a code",
         "epoch 3 error: 507999 images",  # a number after "error", but no code the catalog lists
         "E123456 E1234 xE10001 E10001x",  # not a six-character code standing alone
+        "loading images/E10001.jpg and EZ9999.png",  # a file's name is no code: it would stop a healthy job
+        "image E10001 loaded, ERR00100.log written",  # nor a word in a sentence
     ],
 )
 def test_numbers_a_step_counter_or_a_loss_prints_are_never_codes(line: str) -> None:

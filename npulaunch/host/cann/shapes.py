@@ -59,7 +59,11 @@ def ecode_in(block: bytes) -> bool:
 
 
 # -- codes -------------------------------------------------------------------------------------------------------
-_ECODE = lazy_re(r"(?<![0-9A-Za-z_])([EW][0-9A-Z]\d{4})(?![0-9A-Za-z_])")
+# A six-character code stands where CANN's printers put one: before a colon ("EI0002: ...", "Title(EZ1001): "), before
+# "[PID" or two spaces (an internal code's lines), at the end of a line, in parentheses, after "=" ("ErrorCode=EE1015");
+# never a token such as a file's name ("E10001.jpg") or a word in a sentence ("image E10001 loaded"), which would
+# stop a healthy job.
+_ECODE = lazy_re(r"(?<![0-9A-Za-z_])([EW][0-9A-Z]\d{4})(?:(?=\s*:|\[|\)|\s{2}|\s*$|\s*\])|(?<=[=(][EW][0-9A-Z]\d{4}))")
 _NUMERIC = lazy_re(
     r"(?i:\b(error[ _]?code(?:\s+is)?\s*[:=]?|errcode\s*[:=])|\bresult\s*=|\bret(?:code)?\s*[:=]|\breturn ret\s*[:=]"
     r"|\berrno\s*[:=]|\bret\s+is|\bfailed\s*:)"
@@ -78,7 +82,8 @@ _IDENTIFIER = lazy_re(r"\b(ACL_ERROR_[A-Z0-9_]+|ACLNN_ERR_[A-Z0-9_]+|HCCL_E_[A-Z
 _HCCL_RET = lazy_re(r"hcclRet\s*->\s*(\d+)|\bret\[(\d+)\]")
 _HCCL_ERRNO = lazy_re(r"\berrNo\[0x([0-9a-fA-F]{1,16})\]|\breturn\[(\d{6,10})\]")
 _DRV = lazy_re(r"\bdrvRetCode\s*[=:]\s*(\d+)")
-_TORCH_NPU = lazy_re(r"(?<![0-9A-Za-z_])(ERR\d{5})(?![0-9A-Za-z_])")
+# torch_npu's "ERR<SS><EEE> <SUBMODULE> <text>" (_error_code.py's format): the code and the submodule's name after it
+_TORCH_NPU = lazy_re(r"(?<![0-9A-Za-z_])(ERR\d{5}) (?:PTA|OPS|DIST|GRAPH|PROF|UNKNOWN)\b")
 _EVENT = lazy_re(r"(?i:event_id|fault[ _]?code)\s*[:=\[]\s*(?:0x)?([0-9A-Fa-f]{8,9})\b")
 _REASON = lazy_re(r"\b(?:reason|desc)\s*=\s*\[?([^\[\]]+?)\]?(?:\[FUNC:|,\s|\.?\s*$)")
 _HCCL_CONTEXT = lazy_re(r"(?i:hccl|hcom)")
