@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
+from urllib.parse import urlparse
 
 import pytest
 from helpers import host_plan, run_local
@@ -67,7 +68,8 @@ def test_the_corpus_is_real_and_big_enough() -> None:
     assert len({case["repo"] for case in CASES}) >= 20
     excluded = {line.strip() for line in (CORPUS / "EXCLUDED.txt").read_text().splitlines() if "#" in line[1:]}
     for case in CASES:
-        assert case["url"].startswith(f"https://github.com/{case['repo']}/"), case["id"]
+        on_github = case["url"].startswith(f"https://github.com/{case['repo']}/")
+        assert on_github or urlparse(case["url"]).netloc == case["repo"], case["id"]  # a page: its site
         assert f"{case['repo']}#{case['url'].rstrip('/').rsplit('/', 1)[-1]}" not in excluded, case["id"]
         assert case["code"] in case["codes"] and case["lines"] and case["stream"] in ("stdout", "plog")
 
