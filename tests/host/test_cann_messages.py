@@ -53,6 +53,10 @@ def scan(text: str, plog: bool = False, scanner: Optional[Scanner] = None) -> Li
         ),
         ("[ERROR] 2025-10-11-15:09:34 (PID:2969, Device:0, RankID:101) ERR00100 PTA call acl api failed", ["ERR00100"]),
         ("Starting the HCCP process failed. Symbol not found. ErrorCode=EE1015.", ["EE1015"]),
+        (
+            "[ERROR] OP(2,p):2025-11-25-15:02:02.390.004 [op_executor.cpp:119] errno[561000] infer shape fail",
+            ["561000"],
+        ),
         ("Fault RAS occurs in the system: [event_id:0x80e18400] New uncorrectable ECC", ["80E18400"]),
     ],
 )
@@ -103,6 +107,7 @@ def test_a_code_no_catalog_lists_is_still_reported() -> None:
         ("[1,3]<stdout>:EE9999: Inner Error!", "EE9999: Inner Error!"),
         ("(EngineCore_DP0 pid=753) ERROR 04-30 03:48:59 [core.py:700] EE9999: Inner Error!", "EE9999: Inner Error!"),
         ("(RayWorkerWrapper pid=12, ip=10.0.0.2) EL0004: out", "EL0004: out"),
+        ("plog-2950_20251125150202583.log:2:[ERROR] OP(2950,p):x", "[ERROR] OP(2950,p):x"),  # grep -n over plogs
     ],
 )
 def test_what_launchers_put_before_a_line_is_set_aside(line: str, prefix_free: str) -> None:

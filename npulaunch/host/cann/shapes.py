@@ -66,7 +66,7 @@ def ecode_in(block: bytes) -> bool:
 _ECODE = lazy_re(r"(?<![0-9A-Za-z_])([EW][0-9A-Z]\d{4})(?:(?=\s*:|\[|\)|\s{2}|\s*$|\s*\])|(?<=[=(][EW][0-9A-Z]\d{4}))")
 _NUMERIC = lazy_re(
     r"(?i:\b(error[ _]?code(?:\s+is)?\s*[:=]?|errcode\s*[:=])|\bresult\s*=|\bret(?:code)?\s*[:=]|\breturn ret\s*[:=]"
-    r"|\berrno\s*[:=]|\bret\s+is|\bfailed\s*:)"
+    r"|\berrno\s*[:=\[]|\bret\s+is|\bfailed\s*:)"
     r"\s*\(?\s*(\d{1,10})(?![\dxX])(?!\.\d)"
 )
 # the weaker words ("result =", "ret:", "errno:") count only in a line that says something failed
@@ -186,10 +186,10 @@ def find_reason(line: str) -> Optional[str]:
 
 # -- what a line is, around the codes -----------------------------------------------------------------------------
 # prefixes other programs put before a rank's own text: torchrun's --log-line-prefix ("[rank3]:"), mpirun's
-# --tag-output ("[1,3]<stdout>:"), Ray's and vLLM's process tags ("(EngineCore_DP0 pid=753) "), vLLM's and
-# similar loggers' level and time ("ERROR 04-30 03:48:59 [core.py:700] ")
+# --tag-output ("[1,3]<stdout>:"), grep -n over log files ("plog-2950_2025.log:12:"), Ray's and vLLM's process
+# tags ("(EngineCore_DP0 pid=753) "), vLLM's and similar loggers' level and time ("ERROR 04-30 03:48:59 [core.py:700] ")
 _PREFIX = lazy_re(
-    r"^(?:\[rank\d+\]:\s?|\[\d+,\d+\]<std(?:out|err)>:\s?"
+    r"^(?:\[rank\d+\]:\s?|\[\d+,\d+\]<std(?:out|err)>:\s?|[\w.-]+\.log:\d+:"
     r"|\([\w.-]+(?: [\w.-]+=[\w.:-]+)*,? pid=\d+(?:, ip=[\d.]+)?\)\s?"
     r"|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\]\s?)+"
 )
@@ -211,7 +211,7 @@ _TIME = lazy_re(
 
 def strip_prefix(line: str) -> str:
     """The line without what a launcher or logger put before the rank's own text."""
-    if line[:1] not in "[(EWIDC":
+    if line[:1] not in "[(EWIDC" and ".log:" not in line[:100]:
         return line
     match = _PREFIX.match(line)
     return line[match.end() :] if match else line
