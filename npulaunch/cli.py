@@ -277,7 +277,7 @@ def cmd_explain(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     import json
 
     from npulaunch.host.cann.codes import canonical
-    from npulaunch.host.cann.knowledge import describe
+    from npulaunch.host.cann.lookup import describe
     from npulaunch.views.codeview import explain_lines, shape_of
 
     infos = []

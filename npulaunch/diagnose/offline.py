@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from npulaunch.diagnose.rootcause import FAILURE_WINDOW_S
-from npulaunch.host.cann.codes import CAUSE, SYMPTOM, specificity
+from npulaunch.diagnose.rootcause import same_failure
+from npulaunch.host.cann.codes import CAUSE, SYMPTOM
 from npulaunch.host.cann.findings import GENERIC_PHRASES, Finding
 from npulaunch.host.cann.scan import Scanner
 from npulaunch.host.errors import UsageError
@@ -147,22 +147,10 @@ def _judge(files: Tuple[str, ...], located: List[Located]) -> Diagnosis:
 
 
 def _same_failure(first: Located, ordered: Sequence[Located]) -> Located:
-    """The finding that says most of the failure ``first`` begins (rootcause.same_failure's rule): the same
-    rank's (or file's) causes within FAILURE_WINDOW_S after it, or right after it where neither has a time
-    stamp; the one with the most specific code."""
-    best = first
-    best_rank = specificity(first.finding.code) if first.finding.code else (99, 0)
-    start = first.finding.time
-    later = ordered[ordered.index(first) :]
-    for x in later:
-        code = x.finding.code
-        if not code or x.finding.kind != CAUSE or not _same_rank(x, first):
-            continue
-        stamp = x.finding.time
-        near = stamp is None or start is None or 0 <= stamp - start <= FAILURE_WINDOW_S
-        if near and specificity(code) < best_rank:
-            best, best_rank = x, specificity(code)
-    return best
+    """The finding that says most of the failure ``first`` begins, by rootcause.same_failure's rule, among
+    the same rank's (or file's) findings after it."""
+    later = [x for x in ordered[ordered.index(first) :] if _same_rank(x, first)]
+    return same_failure(first, later, lambda x: (x.finding.code, x.finding.kind, x.finding.time))
 
 
 def _name(x: Located) -> str:

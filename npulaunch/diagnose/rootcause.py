@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from npulaunch.host.cann.codes import CAUSE, SYMPTOM, specificity
 from npulaunch.host.cann.findings import GENERIC_PHRASES
@@ -126,7 +126,7 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
             why + f" (rank {rank} {_exit_text(result)} at {_clock_text(result.end_time)})",
             _others(results, first, rank),
         )
-    better = same_failure(event, [e for e in ranked if e.rank == event.rank])
+    better = same_failure(event, [e for e in ranked if e.rank == event.rank], _said)
     if better is not event:
         why += f"; rank {rank} printed {signature_label(event.data)} first, and {signature_label(better.data)} "
         why += "in the same failure says more"
@@ -165,21 +165,30 @@ FAILURE_WINDOW_S = 5.0  # a rank's findings this close after its first are the s
 # then the exception that carries CANN's block; torch_npu's traceback, then the plog's device error)
 
 
-def same_failure(first: Event, of_rank: Sequence[Event]) -> Event:
+T = TypeVar("T")
+Said = Tuple[str, str, Optional[float]]  # a finding's code, kind (cause or symptom) and time stamp
+
+
+def same_failure(first: T, of_rank: Sequence[T], said: Callable[[T], Said]) -> T:
     """The finding that says most of the failure a rank's first finding begins: among the rank's causes
-    printed within FAILURE_WINDOW_S after it, the one whose code is the most specific (a user CANN code,
-    then an internal one, an ACL code, ...: host/cann/codes.py), the first of those."""
-    start = first.data["line_time"]
-    best, best_rank = first, specificity(str(first.data.get("code") or "")) if first.data.get("code") else (99, 0)
+    printed within FAILURE_WINDOW_S after it (or whose time is not known), the one whose code is the most
+    specific (a user CANN code, then an internal one, an ACL code, ...: host/cann/codes.py), the first of
+    those. ``said`` reads a finding (an event here, a located finding in diagnose/offline.py)."""
+    code, _, start = said(first)
+    best, best_rank = first, specificity(code) if code else (99, 0)
     for other in of_rank:
-        code = str(other.data.get("code") or "")
-        if not code or other.data.get("signature_kind") != CAUSE:
+        code, kind, stamp = said(other)
+        if not code or kind != CAUSE:
             continue
-        if not 0 <= other.data["line_time"] - start <= FAILURE_WINDOW_S:
+        if stamp is not None and start is not None and not 0 <= stamp - start <= FAILURE_WINDOW_S:
             continue
         if specificity(code) < best_rank:
             best, best_rank = other, specificity(code)
     return best
+
+
+def _said(event: Event) -> Said:
+    return str(event.data.get("code") or ""), str(event.data.get("signature_kind") or ""), event.data["line_time"]
 
 
 def _names_it(other: Event, phrase: Dict[str, Any]) -> bool:

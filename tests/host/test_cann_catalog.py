@@ -17,7 +17,7 @@ import pytest
 
 from npulaunch.host.cann import catalog
 from npulaunch.host.cann.codes import canonical, family_of
-from npulaunch.host.cann.knowledge import describe
+from npulaunch.host.cann.lookup import describe
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gen_cann_catalog.py"

@@ -56,7 +56,7 @@ _TIMEOUT = lazy_re(r"(?i:\btime(?:d)?[ _]?out\b)")
 
 def build(message: Message, source: str = "") -> Finding:
     """The finding a message is."""
-    from npulaunch.host.cann.knowledge import describe, lookup_reason  # the catalog, loaded at the first finding
+    from npulaunch.host.cann.lookup import describe, lookup_reason  # the catalog, loaded at the first finding
 
     codes = _codes(message)
     phrase: Optional[Signature] = next((p for _, p in message.phrases if isinstance(p, Signature)), None)
@@ -127,7 +127,8 @@ def _judge(
     code it has none of, a failure phrase the message holds (but a traceback's or a crash's), a code
     under it that it knows, what the block's words say (an internal code's kernel fault or timeout);
     else the family's defaults."""
-    from npulaunch.host.cann.knowledge import CODES, describe
+    from npulaunch.host.cann.knowledge import CODES
+    from npulaunch.host.cann.lookup import describe
 
     if info is not None and info.code in CODES:
         return info.cls, info.kind, info.hint, info.retryable, info.retryable_why

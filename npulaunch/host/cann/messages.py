@@ -34,7 +34,7 @@ def _reason_in(text: str) -> bool:
     code it implies, where the line prints no code."""
     if "reason" not in text:
         return False
-    from npulaunch.host.cann.knowledge import lookup_reason
+    from npulaunch.host.cann.lookup import lookup_reason
 
     found = find_reason(text)
     return found is not None and lookup_reason(found) is not None
@@ -43,7 +43,7 @@ def _reason_in(text: str) -> bool:
 class Message:
     """The lines of one error message, the codes in them (line index, hit) and the phrases."""
 
-    __slots__ = ("lines", "hits", "phrases", "before", "plog", "count", "last_time", "blanks", "warning", "line_no")
+    __slots__ = ("lines", "hits", "phrases", "before", "plog", "count", "last_time", "blanks", "line_no")
 
     def __init__(self, before: Sequence[str], plog: bool, line_no: int = 0) -> None:
         self.line_no = line_no  # the stream's line (1-based) the message starts on
@@ -55,7 +55,6 @@ class Message:
         self.count = 0  # lines in all, kept or not
         self.last_time: Optional[float] = None
         self.blanks = 0
-        self.warning = False
 
     def add(self, line: str, hits: Sequence[Hit], phrase: object) -> None:
         index = self.count
