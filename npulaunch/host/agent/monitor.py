@@ -1,7 +1,7 @@
 """What the agent watches besides exits: CANN's error messages and known failure phrases in every
 rank's output and plogs (host/cann/scan.py), and progress for the hang watchdog. It reports through
-the agent's event callback and decides
-nothing about the job (the supervisor does). Standard library only, Python 3.7+.
+the agent's event callback and decides nothing about the job (the supervisor does). Standard
+library only, Python 3.7+.
 """
 
 from __future__ import annotations
@@ -77,9 +77,9 @@ class Monitor:
         self._emit(EventKind.PROGRESS, rank, **data)
 
     def lines(self, rank: int, stream: str, block: Block) -> None:
-        """A block of a rank's output (whole lines): progress, and the signatures it carries. Looked
-        at whole: its lines are counted, its last ones read for a step, and it is cut into lines only
-        when a signature's needle is in it (host/cann/prefilter.py)."""
+        """A block of a rank's output (whole lines): progress, and the findings it completes. Looked at
+        whole: its lines are counted, its last ones read for a step, and it is cut into lines only when
+        it may hold a code or a failure phrase, or a message is open (host/cann/scan.py)."""
         if not block:
             return
         first = rank not in self._lines
