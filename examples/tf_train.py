@@ -92,6 +92,21 @@ def _have_npu_bridge():
     return True
 
 
+def restore(sess, saver, directory, step_var, rank):
+    """Resume: the checkpoint npulaunch names after a restart (NPULAUNCH_RESUME_CHECKPOINT, the same
+    step on every rank), else the directory's own latest; the step to go on from (0: from the start)."""
+    if saver is None:
+        return 0
+    os.makedirs(directory, exist_ok=True)
+    path = os.environ.get("NPULAUNCH_RESUME_CHECKPOINT") or tf.train.latest_checkpoint(directory)
+    if not path:
+        return 0
+    saver.restore(sess, path)
+    step = int(sess.run(step_var))
+    print("rank %d resumed from %s at step %d" % (rank, path, step), flush=True)
+    return step
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -99,6 +114,9 @@ def main():
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--fail-rank", type=int, default=-1, help="this rank exits 3 instead of joining the others")
     parser.add_argument("--fail-after", type=float, default=0.0, help="seconds the failing rank waits first")
+    parser.add_argument("--checkpoint-dir", default="", help="save a TF checkpoint here (and resume from it)")
+    parser.add_argument("--save-every", type=int, default=50, help="steps between checkpoints")
+    parser.add_argument("--step-time", type=float, default=0.0, help="seconds each step sleeps (to watch it)")
     args = parser.parse_args()
     rank = int(os.environ.get("RANK_ID", "0"))
     size = int(os.environ.get("RANK_SIZE", "1"))
@@ -123,18 +141,27 @@ def main():
         b = tf.compat.v1.get_variable("b", [], initializer=tf.compat.v1.zeros_initializer())
         loss = tf.reduce_mean(tf.square(tf.linalg.matvec(x, w) + b - y))
         grads = [averager.mean(g) for g in tf.gradients(loss, [w, b])]
-        train = tf.group(*(tf.compat.v1.assign_sub(v, args.lr * g) for v, g in zip([w, b], grads)))
+        step_var = tf.compat.v1.train.get_or_create_global_step()
+        train = tf.group(
+            *(tf.compat.v1.assign_sub(v, args.lr * g) for v, g in zip([w, b], grads)),
+            tf.compat.v1.assign_add(step_var, 1),
+        )
+        saver = tf.compat.v1.train.Saver([w, b, step_var], max_to_keep=3) if args.checkpoint_dir else None
         params = tf.concat([w, tf.reshape(b, [1])], 0)
         spread = averager.mean(params, "Max", "Id") - averager.mean(params, "Min", "Id")
         target = averager.server.target if averager.server else ""
         with tf.compat.v1.Session(target, config=config) as sess:
             sess.run(tf.compat.v1.global_variables_initializer())
-            rng = np.random.RandomState(rank)
-            for step in range(1, args.steps + 1):
+            first = restore(sess, saver, args.checkpoint_dir, step_var, rank)
+            rng = np.random.RandomState(rank if first == 0 else rank * 100003 + first)
+            for step in range(first + 1, args.steps + 1):
                 pick = rng.randint(0, len(x_data), args.batch)
                 _, value = sess.run([train, loss], {x: x_data[pick], y: y_data[pick]})
                 if step % loop == 0 or step == args.steps:
                     print("rank %d step %d/%d loss %.6f" % (rank, step, args.steps, value), flush=True)
+                if saver is not None and step % args.save_every == 0:
+                    saver.save(sess, os.path.join(args.checkpoint_dir, "model.ckpt"), global_step=step)
+                time.sleep(args.step_time)
             final, difference = sess.run([params, spread])
     identical = float(np.max(np.abs(difference))) == 0.0
     print("rank %d weights %s" % (rank, json.dumps([round(float(v), 6) for v in final])))

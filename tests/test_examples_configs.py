@@ -12,6 +12,7 @@ from helpers import ROOT, base_env, full_plan, job_dirs, npulaunch_argv, run_cli
 # world size of every shipped YAML; a new file must be added here (see the test below)
 WORLD_SIZES = {
     "cluster_configs/local-4.yaml": 4,
+    "cluster_configs/local-4-recovery.yaml": 4,
     "cluster_configs/local-4-quick.yaml": 4,
     "cluster_configs/server-8npu.yaml": 8,
     "cluster_configs/two-servers.yaml": 16,

@@ -65,6 +65,10 @@ class HostConfig:
     # super_device_id, keyed by device id so that --devices / --nproc-per-node keep the right ones.
     super_pod_id: Optional[str] = None
     super_device_ids: Optional[Dict[int, int]] = None
+    # NPUs of this host held back for recovery (plan/placement.py): a spare takes the place of an excluded NPU
+    spare_devices: Tuple[int, ...] = ()
+    # device_ips of the spare NPUs, when the YAML lists them after the devices' own
+    spare_device_ips: Optional[Tuple[str, ...]] = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,16 @@ class JobConfig:
     # paths from the rank's working directory
     make_dirs: Tuple[str, ...] = ()
     cpu_binding: Binding = field(default_factory=Binding)  # none | blocks | auto | device -> CPUs (host/topology.py)
+
+
+@dataclass(frozen=True)
+class RecoveryConfig:
+    """The ``recovery`` section: how often a job may continue past an NPU or host fault by excluding what
+    broke (separate from job.max_restarts), where its ranks' checkpoints are, and whether it may shrink."""
+
+    max_recoveries: int = 3
+    checkpoint_dir: Optional[str] = None  # per rank, placeholders allowed; relative to the rank's workdir
+    shrink_min_ranks: Optional[int] = None  # None: never shrink
 
 
 @dataclass(frozen=True)
@@ -106,6 +120,8 @@ class ClusterConfig:
     monitor: Dict[str, Any] = field(default_factory=lambda: {"patterns": ()})  # sections.parse_monitor
     ssh: Dict[str, Any] = field(default_factory=dict)  # the ssh section: defaults for every host
     slurm: Dict[str, Any] = field(default_factory=dict)  # the slurm section: npulaunch sbatch's header
+    spares: Tuple[HostConfig, ...] = ()  # hosts held back for recovery, in the form of hosts
+    recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
 
     def problem(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> ConfigProblem:
         """A problem located in this config's YAML (or on the command line)."""

@@ -14,22 +14,19 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from npulaunch.config.checker import Checker, describe, did_you_mean
 from npulaunch.config.cluster import (
-    ALL_DEVICES,
     DEFAULT_GRACE_PERIOD_S,
     DEFAULT_LOG_DIR,
-    HOST_PATTERN,
     JOB_ID_PATTERN,
-    MAX_DEVICE_ID,
     ClusterConfig,
     ConsoleMode,
-    Devices,
-    HostConfig,
     Injection,
     JobConfig,
     Precedence,
     RankTableMode,
     validate_job_id,
 )
+from npulaunch.config.hostentries import check_spare_hosts, parse_hosts, parse_ssh
+from npulaunch.config.recovery import parse_recovery
 from npulaunch.config.sections import (
     check_rank_text,
     check_super_pods,
@@ -39,10 +36,8 @@ from npulaunch.config.sections import (
     parse_monitor,
     parse_session_options,
     parse_slurm,
-    parse_super_pod,
 )
 from npulaunch.host.errors import ConfigError, ConfigProblem, YamlPath, render_path
-from npulaunch.host.lazyre import lazy_re
 from npulaunch.host.spec import FORWARDABLE_SIGNALS
 
 if TYPE_CHECKING:  # yaml is imported only when a file is read
@@ -64,6 +59,8 @@ TOP_KEYS = (
     "monitor",
     "ssh",
     "slurm",
+    "spares",
+    "recovery",
 )
 PRODUCTS = ("atlas-training", "atlas-a2", "atlas-a3", "atlas-inference", "atlas-300i-duo")
 JOB_KEYS = (
@@ -80,17 +77,6 @@ JOB_KEYS = (
     "cpu_binding",
 )
 MAX_RESTARTS = 100
-HOST_KEYS = ("host", "devices", "device_ips", "super_pod_id", "super_device_ids", "user", "port", "identity_file")
-SSH_KEYS = (
-    "user",
-    "identity_file",
-    "known_hosts",
-    "config",
-    "accept_unknown_hosts",
-    "connect_timeout_s",
-    "parallel",
-    "python",
-)
 
 
 def load_config(path: str) -> ClusterConfig:
@@ -110,13 +96,16 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     if "version" in top and top["version"] != 1:
         check.add(("version",), describe(top["version"]), "1")
     job = _parse_job(check, top.get("job"), base_dir, doc.source)
-    hosts = _parse_hosts(check, top.get("hosts"))
+    hosts = parse_hosts(check, top.get("hosts"))
+    spares = parse_hosts(check, top.get("spares"), "spares")
+    check_spare_hosts(check, hosts, spares)
     env = parse_env(check, top.get("env"))
     options = parse_session_options(check, top.get("session_options"))
     switches = _parse_switches(check, top)
     check_super_pods(check, hosts, switches["product"])
     monitor = parse_monitor(check, top.get("monitor"))
-    ssh = _parse_ssh(check, top.get("ssh"))
+    ssh = parse_ssh(check, top.get("ssh"))
+    recovery = parse_recovery(check, top.get("recovery"))
     slurm = parse_slurm(check, top.get("slurm"))
     if check.problems:  # the rules too, on the options that are valid, so every problem shows at once
         raise ConfigError(check.problems + _rule_problems(doc, options, env, hosts, switches))
@@ -145,6 +134,8 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
         monitor=monitor,
         ssh=ssh,
         slurm=slurm,
+        spares=spares,
+        recovery=recovery,
         **switches,
     )
 
@@ -337,129 +328,3 @@ def _parse_signals(check: Checker, value: Any, path: YamlPath) -> Tuple[str, ...
         else:
             names.append(name)
     return tuple(names)
-
-
-def _parse_hosts(check: Checker, value: Any) -> Tuple[HostConfig, ...]:
-    if value is None:
-        return (HostConfig("localhost", ALL_DEVICES, None, ("hosts", 0)),)
-    if not isinstance(value, list) or not value:
-        check.add(("hosts",), describe(value), "a non-empty list of {host, devices, device_ips} entries")
-        return ()
-    hosts = []
-    seen: Dict[str, int] = {}
-    for index, entry in enumerate(value):
-        path: YamlPath = ("hosts", index)
-        if isinstance(entry, str):
-            entry = {"host": entry}
-        item = check.mapping(entry, path, HOST_KEYS)
-        if not item:
-            if isinstance(entry, dict) or entry is None:
-                check.add(path, "an empty host entry", "a mapping with at least 'host'")
-            continue
-        name = check.string(item.get("host"), path + ("host",), "a host name or address")
-        if name is not None and not HOST_PATTERN.match(name):
-            check.add(path + ("host",), describe(name), "a host name or address (letters, digits, . - _ :)")
-            name = None
-        if name is not None:
-            if name in seen:
-                check.add(path + ("host",), describe(name), "each host once", f"also hosts[{seen[name]}]")
-            seen[name] = index
-        devices = _parse_devices(check, item.get("devices", ALL_DEVICES), path + ("devices",))
-        ips = _parse_device_ips(check, item.get("device_ips"), path + ("device_ips",), devices)
-        login = _parse_login(check, item, path)
-        pod, super_ids = parse_super_pod(check, item, path, devices)
-        if name is not None and devices is not None:
-            hosts.append(HostConfig(name, devices, ips, path, login, pod, super_ids))
-    return tuple(hosts)
-
-
-def _parse_login(check: Checker, item: Dict[str, Any], path: YamlPath) -> Dict[str, Any]:
-    """user / port / identity_file of a host entry or of the ssh section."""
-    login: Dict[str, Any] = {}
-    for key in ("user", "identity_file"):
-        if key in item:
-            login[key] = check.string(item[key], path + (key,), "a string")
-    if "port" in item:
-        port = check.integer(item["port"], path + ("port",), 1, 65535, "a TCP port 1-65535")
-        if port is not None:
-            login["port"] = port
-    return login
-
-
-def _parse_ssh(check: Checker, value: Any) -> Dict[str, Any]:
-    section = check.mapping(value, ("ssh",), SSH_KEYS)
-    result = _parse_login(check, section, ("ssh",))
-    for key in ("known_hosts", "config", "python"):
-        if key in section:
-            result[key] = check.string(section[key], ("ssh", key), "a path" if key != "python" else "a command")
-    if "accept_unknown_hosts" in section:
-        if not isinstance(section["accept_unknown_hosts"], bool):
-            check.add(("ssh", "accept_unknown_hosts"), describe(section["accept_unknown_hosts"]), "true or false")
-        else:
-            result["accept_unknown_hosts"] = section["accept_unknown_hosts"]
-    if "connect_timeout_s" in section:
-        result["connect_timeout_s"] = check.number(section["connect_timeout_s"], ("ssh", "connect_timeout_s"), 1, 600)
-    if "parallel" in section:
-        parallel = check.integer(section["parallel"], ("ssh", "parallel"), 1, 1024)
-        if parallel is not None:
-            result["parallel"] = parallel
-    return result
-
-
-def _parse_devices(check: Checker, value: Any, path: YamlPath) -> Optional[Devices]:
-    allowed = f'a list of device ids 0-{MAX_DEVICE_ID}, a count 1-{MAX_DEVICE_ID + 1}, or "all"'
-    if value == ALL_DEVICES:
-        return ALL_DEVICES
-    if isinstance(value, int) and not isinstance(value, bool):
-        if 1 <= value <= MAX_DEVICE_ID + 1:
-            return tuple(range(value))
-        check.add(path, describe(value), allowed)
-        return None
-    if isinstance(value, list) and value:
-        ids: List[int] = []
-        for i, item in enumerate(value):
-            if not isinstance(item, int) or isinstance(item, bool) or not 0 <= item <= MAX_DEVICE_ID:
-                check.add(path + (i,), describe(item), f"a device id 0-{MAX_DEVICE_ID}")
-            elif item in ids:
-                check.add(
-                    path + (i,), describe(item), "each device once", f"also {render_path(path + (ids.index(item),))}"
-                )
-            else:
-                ids.append(item)
-        return tuple(ids) if len(ids) == len(value) else None
-    check.add(path, describe(value), allowed)
-    return None
-
-
-_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-_DOTTED_QUAD = lazy_re(r"%s(?:\.%s){3}" % (_OCTET, _OCTET), re.ASCII)  # no leading zeros, as IPv4Address
-
-
-def _parse_device_ips(
-    check: Checker, value: Any, path: YamlPath, devices: Optional[Devices]
-) -> Optional[Tuple[str, ...]]:
-    if value is None:
-        return None
-    if not isinstance(value, list) or not value:
-        check.add(path, describe(value), "a list of IPv4 addresses, one per device")
-        return None
-    import ipaddress  # only when addresses are given
-
-    ips: List[str] = []
-    for i, item in enumerate(value):
-        if isinstance(item, str) and _DOTTED_QUAD.fullmatch(item):
-            ips.append(item)  # already as ipaddress writes it: 0.1 s less for 32,768 addresses
-            continue
-        try:
-            ips.append(str(ipaddress.IPv4Address(item)))
-        except (ipaddress.AddressValueError, ValueError):
-            check.add(path + (i,), describe(item), "an IPv4 address such as 192.168.100.101")
-    if len(ips) != len(value):
-        return None
-    if len(set(ips)) != len(ips):
-        check.add(path, "a repeated address", "one distinct address per device")
-        return None
-    if isinstance(devices, tuple) and len(ips) != len(devices):
-        check.add(path, f"{len(ips)} addresses", f"{len(devices)}, one per device in devices")
-        return None
-    return tuple(ips)

@@ -135,7 +135,8 @@ def parse_session_options(check: Checker, value: Any) -> Dict[str, Any]:
     return options
 
 
-MONITOR_KEYS = ("hang_timeout_s", "startup_timeout_s", "patterns", "progress_regex")
+MONITOR_KEYS = ("hang_timeout_s", "startup_timeout_s", "patterns", "progress_regex", "health_interval_s")
+DEFAULT_HEALTH_INTERVAL_S = 30.0  # the live NPU health watch (host/agent/healthwatch.py); 0 turns it off
 PATTERN_KEYS = ("name", "pattern", "class", "kind", "retryable", "hint", "code")
 
 
@@ -144,7 +145,7 @@ def parse_monitor(check: Checker, value: Any) -> Dict[str, Any]:
     error patterns, each a regular expression that must compile."""
     section = check.mapping(value, ("monitor",), MONITOR_KEYS)
     result: Dict[str, Any] = {"patterns": ()}
-    for key in ("hang_timeout_s", "startup_timeout_s"):
+    for key in ("hang_timeout_s", "startup_timeout_s", "health_interval_s"):
         if key in section:
             result[key] = check.number(section[key], ("monitor", key), 0, 30 * 24 * 3600)
     if "progress_regex" in section:

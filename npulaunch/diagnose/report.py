@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Optional, Sequence, Tuple
 
 from npulaunch.diagnose import rootcause
-from npulaunch.diagnose.rootcause import RootCause
+from npulaunch.diagnose.rootcause import HOST_LOST, NPU_FAULT, RootCause
 from npulaunch.diagnose.summary import FailureReport, JobInfo, JobStatus, JobSummary, RankSummary
 from npulaunch.host.agent.tail import last_lines
 from npulaunch.host.events import Event
@@ -73,7 +73,13 @@ def build_report(
         ended = next(r for r in ranks if r.result.rank == cause.rank)
         result = ended.result
         log_path = ended.stderr if ended.stderr_tail else ended.stdout
-        if result.state in (RankState.FAILED, RankState.SPAWN_FAILED):
+        if cause.cls == NPU_FAULT:
+            level = (cause.code_info or {}).get("level")
+            reason = f"NPU {cause.device_id} of {cause.host} (rank {cause.rank}) reported fault {cause.code or '?'}"
+            reason += f" ({level})" if level else ""
+        elif cause.cls == HOST_LOST:
+            reason = f"host {cause.host} was lost (rank {cause.rank} and the others there)"
+        elif result.state in (RankState.FAILED, RankState.SPAWN_FAILED):
             reason = f"rank {cause.rank} {describe_end(result)}"
         elif cause.cls == "hang":
             reason = f"rank {cause.rank} hung"

@@ -6,7 +6,7 @@ back by views/jobview.py. Each type has one ``to_json`` (the files' keys, in the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Dict, Optional, Sequence, Tuple
 
@@ -264,13 +264,27 @@ class AttemptCause:
 
 @dataclass(frozen=True)
 class AttemptRecord:
-    """One attempt of a restarted job, in summary.json's ``attempts``."""
+    """One attempt of a restarted or recovered job, in summary.json's ``attempts``: how it ended, where
+    it ran, what it resumed from, and what was excluded after it (launch/restarts.py)."""
 
     attempt: int
     dir: str
     status: JobStatus
     exit_code: int
     root_cause: Optional[AttemptCause]
+    devices: Dict[str, Tuple[int, ...]] = field(default_factory=dict)  # host -> NPUs (physical ids), in order
+    excluded: Tuple[Dict[str, Any], ...] = ()  # what this attempt's failure excluded (plan/placement.Exclusion)
+    resumed: Optional[Dict[str, Any]] = None  # the step and checkpoint it resumed from (launch/resume.Resumed)
+    last_step: Optional[int] = None  # the furthest step its ranks printed
+    steps_lost: Optional[int] = None  # its furthest step minus the step the next attempt resumed from
+    then: str = ""  # what followed: "recovered", "restarted", or "" (the job ended)
+    changes: Tuple[str, ...] = ()  # what its placement changed (a spare in an excluded NPU's place, ...)
+    start_time: Optional[float] = None
+    end_time: Optional[float] = None
+
+    @property
+    def hosts(self) -> Tuple[str, ...]:
+        return tuple(self.devices)
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -279,6 +293,16 @@ class AttemptRecord:
             "status": self.status.value,
             "exit_code": self.exit_code,
             "root_cause": None if self.root_cause is None else self.root_cause.to_json(),
+            "hosts": list(self.devices),
+            "devices": {host: list(ids) for host, ids in self.devices.items()},
+            "changes": list(self.changes),
+            "excluded": [dict(e) for e in self.excluded],
+            "resumed": self.resumed,
+            "last_step": self.last_step,
+            "steps_lost": self.steps_lost,
+            "then": self.then,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
         }
 
     @classmethod
@@ -291,7 +315,23 @@ class AttemptRecord:
             if root is None
             else AttemptCause(root.integer("rank"), root.text("cls"), root.text("code"), root.flag("retryable"))
         )
-        return cls(*head, cause)
+        if not f.has("devices"):  # written before recovery existed
+            return cls(*head, cause)
+        devices = {str(host): tuple(f.object("devices").ints(str(host))) for host in f.data["devices"]}
+        resumed = f.opt_object("resumed")
+        return cls(
+            *head,
+            cause,
+            devices,
+            tuple(e.data for e in f.objects("excluded")),
+            None if resumed is None else resumed.data,
+            f.opt_int("last_step"),
+            f.opt_int("steps_lost"),
+            f.text("then"),
+            f.texts("changes"),
+            f.opt_number("start_time"),
+            f.opt_number("end_time"),
+        )
 
 
 @dataclass(frozen=True)
@@ -325,7 +365,15 @@ class JobSummary:
             if root is None
             else AttemptCause(root.cause.rank, root.cause.cls, root.cause.code, root.cause.retryable)
         )
-        return AttemptRecord(attempt, directory, self.status, self.exit_code, cause)
+        return AttemptRecord(
+            attempt,
+            directory,
+            self.status,
+            self.exit_code,
+            cause,
+            start_time=self.job.start_time,
+            end_time=self.job.end_time,
+        )
 
     def with_attempts(self, attempts: Sequence[AttemptRecord]) -> "JobSummary":
         return replace(self, attempts=tuple(attempts))

@@ -145,6 +145,19 @@ class Done:
 
 
 @dataclass(frozen=True)
+class Beat:
+    """The agent is there: sent every BEAT_INTERVAL_S while its ranks run, so that the launcher can tell a
+    host it no longer hears from (a cut network keeps an SSH session open: no FIN, no RST) from one that is
+    quiet. A launcher that does not know it ignores it."""
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"type": "beat"}
+
+
+BEAT_INTERVAL_S = 2.0
+
+
+@dataclass(frozen=True)
 class Closed:
     """Not sent by the agent: the launcher's channel saying the agent's channel ended."""
 
@@ -160,7 +173,7 @@ class Closed:
 
 
 ToAgent = Union[Probe, Start, Command]
-FromAgent = Union[ProbeAnswer, Event, Output, Done, Closed]
+FromAgent = Union[ProbeAnswer, Event, Output, Done, Closed, Beat]
 
 
 def event_to_json(event: Event) -> Dict[str, Any]:
@@ -182,4 +195,6 @@ def from_agent(record: Dict[str, Any]) -> Optional[FromAgent]:
         return ProbeAnswer.from_json(record)
     if kind == "closed":
         return Closed.from_json(record)
+    if kind == "beat":
+        return Beat()
     return None

@@ -16,6 +16,7 @@ from npulaunch.launch.runner import Console, RankRunner
 from npulaunch.plan.findings import CheckFailed, Finding, Severity, fatal
 from npulaunch.plan.healthcheck import HealthSettings
 from npulaunch.plan.launchplan import LaunchPlan
+from npulaunch.plan.placement import Exclusion
 from npulaunch.plan.preflight import check_local, local_problems
 from npulaunch.plan.prepare import Loaded, is_remote, planner
 
@@ -139,13 +140,50 @@ def run_job(
             console.message(
                 ("warning: " if finding.severity is Severity.WARNING else "not checked: ") + finding.render()
             )
-        summary = run_with_restarts(plan_for, console, plan.max_restarts, make_runner=make_runner)
+        recheck = _recheck_here(loaded) if fleet is None else _recheck_fleet(fleet)
+        summary = run_with_restarts(plan_for, console, plan.max_restarts, make_runner=make_runner, recheck=recheck)
         if finished is not None:
             finished(summary, plan.layout.own_dir)
         return summary.exit_code
     finally:
         if fleet is not None:
             fleet.close()
+
+
+def _recheck_here(loaded: Loaded) -> Callable[[LaunchPlan], List[Exclusion]]:
+    """The health check of a re-planned job on this host: what it finds fatal on an NPU is excluded too."""
+
+    def recheck(plan: LaunchPlan) -> List[Exclusion]:
+        if not plan.is_local_only() or loaded.config.cpu_fallback:
+            return []
+        try:
+            check_this_host(loaded, plan, HealthSettings(nics=False))
+        except CheckFailed as failed:
+            return _excluded_by(fatal(failed.findings), plan.attempt)
+        return []
+
+    return recheck
+
+
+def _recheck_fleet(fleet: "Fleet") -> Callable[[LaunchPlan], List[Exclusion]]:
+    """Over SSH, the hosts' NPUs were checked when the job started (the spares' too): a re-planned job
+    does not use one of them the check found broken."""
+    findings = list(fleet.spare_findings)
+
+    def recheck(plan: LaunchPlan) -> List[Exclusion]:
+        used = {(spec.host, spec.device_id) for spec in plan.ranks}
+        return [e for e in _excluded_by(findings, plan.attempt) if (e.host, e.device) in used]
+
+    return recheck
+
+
+def _excluded_by(findings: List[Finding], attempt: int) -> List[Exclusion]:
+    return [
+        Exclusion(f.host, device, f"health check: {f.seen}", None, None, attempt)
+        for f in findings
+        if f.severity is Severity.FATAL and f.host
+        for device in f.devices
+    ]
 
 
 def _worth_showing(findings: List[Finding]) -> List[Finding]:

@@ -1,21 +1,32 @@
-"""The job as a series of attempts: run it, and run it again (a fresh plan: new ports, a new
-attempt directory) after a retryable failure, at most ``max_restarts`` times. The job directory's
-summary.json is the last attempt's, with every attempt listed.
+"""The job as a series of attempts. After a failure whose root cause is a fault of the hardware (an
+NPU the health watch saw fail, a lost host, a device fault in a rank's output), the job is *recovered*:
+what broke is excluded, the job is planned again without it (spares take its place: plan/placement.py),
+every rank's checkpoint directory is given the newest complete checkpoint (launch/resume.py), and the
+next attempt starts, at most ``recovery.max_recoveries`` times. After another retryable failure it is
+*restarted* as it was, at most ``job.max_restarts`` times. Each attempt has a fresh plan (new ports, its
+own directory); the job directory's summary.json is the last attempt's, with every attempt listed.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Callable, List, Mapping, Optional
+from dataclasses import replace
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.diagnose.summary import AttemptRecord, JobSummary
 from npulaunch.host.errors import PlanError
 from npulaunch.host.trace import debug
 from npulaunch.launch.jobdir import write_summary
 from npulaunch.launch.local import LocalRunner
+from npulaunch.launch.recovery import exclusions_after, is_hardware
+from npulaunch.launch.resume import Resumed, checkpoint_dirs, resume
 from npulaunch.launch.runner import Console, RankRunner
 from npulaunch.launch.supervisor import Supervisor
 from npulaunch.plan.launchplan import LaunchPlan
+from npulaunch.plan.placement import Exclusion, NoSpare
+
+PlanFor = Callable[[int, Sequence[Exclusion]], LaunchPlan]  # (attempt, exclusions) -> the attempt's plan
+Recheck = Callable[[LaunchPlan], List[Exclusion]]  # what a health check of a new placement excludes
 
 
 def should_restart(summary: JobSummary, attempt: int, max_restarts: int) -> bool:
@@ -25,42 +36,93 @@ def should_restart(summary: JobSummary, attempt: int, max_restarts: int) -> bool
 
 
 def run_with_restarts(
-    plan_for: Callable[[int], LaunchPlan],
+    plan_for: PlanFor,
     console: Console,
     max_restarts: int,
     inherited: Optional[Mapping[str, str]] = None,
     make_runner: Optional[Callable[[LaunchPlan], RankRunner]] = None,
+    recheck: Optional[Recheck] = None,
 ) -> JobSummary:
-    """Run every attempt; ``make_runner(plan)`` gives each attempt its runner (default: this
-    host's agent, in-process). Returns the job's summary (the last attempt's, listing them all)."""
+    """Run every attempt; ``make_runner(plan)`` gives each attempt its runner (default: this host's agent,
+    in-process). ``recheck(plan)``: the health check of a re-planned attempt's NPUs, returning what it
+    excludes. Returns the job's summary (the last attempt's, listing them all)."""
     base_env = dict(os.environ if inherited is None else inherited)
     attempts: List[AttemptRecord] = []
+    excluded: List[Exclusion] = []
+    restarts = recoveries = 0
+    earlier_dirs: List[str] = []  # every attempt's checkpoint directories, where a newer checkpoint may be
+    resumed: Optional[Resumed] = None
+    planned: Optional[LaunchPlan] = None
+    stopped = False  # recovery could not go on: the failed attempt's report is shown, then why
     attempt = 1
     while True:
         try:
-            planned = plan_for(attempt)
+            planned = plan_for(attempt, tuple(excluded)) if planned is None else planned
+            if attempt > 1:
+                planned, resumed = resume(planned, earlier_dirs)
+                for line in resumed.lines():
+                    console.message(line)
+                if resumed.error:
+                    raise PlanError(f"cannot give every rank the checkpoint: {resumed.error}")
             runner = make_runner(planned) if make_runner is not None else LocalRunner(planned.this_host_plan, base_env)
             supervisor = Supervisor(planned, console, runner, base_env)
-            summary = supervisor.run()
+            summary = supervisor.run(report=False)
         except PlanError as exc:
             if attempt == 1:
                 raise
             # a restart that cannot start (its directory cannot be written, ...): the job ends with
             # the failure that asked for it, and says why there was no restart
-            console.message(f"the restart could not start: {exc}")
+            console.message(f"the next attempt could not start: {exc}")
             break
         plan = planned
-        record = summary.attempt_record(attempt, plan.attempt_dir)
+        planned = None
+        template = plan.recovery.get("checkpoint_dir")
+        if template:
+            earlier_dirs.extend(d for d in checkpoint_dirs(plan, template).values() if d not in earlier_dirs)
+        record = _record(summary, plan, attempt, resumed, supervisor.last_step)
         attempts.append(record)
-        if not should_restart(summary, attempt, max_restarts):
+        cause = summary.root_cause.cause if summary.root_cause is not None else None
+        if summary.exit_code == 1 and is_hardware(cause):
+            found = exclusions_after(cause, supervisor.kept, attempt)
+            if not found:
+                break
+            attempts[-1] = record = _then(record, "", found)
+            if recoveries >= plan.recovery.get("max_recoveries", 0):
+                supervisor.report(summary)
+                stopped = True
+                console.message(
+                    f"a fault of the hardware ({_listed(found)}), and the job has used its "
+                    f"{recoveries} recoveries (recovery.max_recoveries): it stops here"
+                )
+                break
+            supervisor.report(summary)
+            planned = _replan(plan_for, attempt + 1, excluded, found, console, recheck)
+            if planned is None:
+                stopped = True
+                break
+            recoveries += 1
+            attempts[-1] = _then(record, "recovered", found)
+            console.message(
+                f"recovery {recoveries} of {plan.recovery.get('max_recoveries')}: excluded {_listed(found)}; "
+                f"attempt {attempt + 1} on {_where(planned)}"
+            )
+        elif should_restart(summary, attempt, max_restarts):
+            supervisor.report(summary)
+            restarts += 1
+            attempts[-1] = _then(record, "restarted", ())
+            why = record.root_cause.label if record.root_cause else "?"
+            debug(__name__, "retryable failure (%s): restarting, attempt %d", why, attempt + 1)
+            console.message(
+                f"the failure is retryable ({why}): restarting the job, attempt {attempt + 1} "
+                f"(restart {restarts} of {max_restarts})"
+            )
+        else:
             break
-        why = record.root_cause.label if record.root_cause else "?"
-        debug(__name__, "retryable failure (%s): restarting, attempt %d", why, attempt + 1)
-        console.message(
-            f"the failure is retryable ({why}): restarting the job, attempt {attempt + 1} of {max_restarts + 1}"
-        )
         attempt += 1
+    attempts = _with_steps_lost(attempts)
     summary = summary.with_attempts(attempts)
+    if not stopped:  # the last attempt's report, with every attempt (shown already when recovery said why not)
+        supervisor.report(summary)
     try:
         write_summary(plan.layout, summary)
     except OSError as exc:
@@ -68,12 +130,77 @@ def run_with_restarts(
             console.message(
                 f"the job record on disk is incomplete: cannot write {plan.layout.summary_path}: {exc.strerror}"
             )
-    if len(attempts) > 1:
-        console.message(
-            "attempts: "
-            + "; ".join(
-                f"{a.attempt}: {a.status.value}" + (f" ({a.root_cause.label})" if a.root_cause else "")
-                for a in attempts
-            )
-        )
     return summary
+
+
+def _replan(
+    plan_for: PlanFor,
+    attempt: int,
+    excluded: List[Exclusion],
+    found: Sequence[Exclusion],
+    console: Console,
+    recheck: Optional[Recheck],
+) -> Optional[LaunchPlan]:
+    """The next attempt's plan without what was found (and without what a health check of the new
+    placement finds); None, said, when nothing fits."""
+    excluded.extend(found)
+    for _ in range(8):  # each round excludes at least one NPU more; a cluster of broken spares ends here
+        try:
+            plan = plan_for(attempt, tuple(excluded))
+        except NoSpare as exc:
+            console.message(str(exc))
+            return None
+        more = [e for e in (recheck(plan) if recheck else []) if (e.host, e.device) not in _keys(excluded)]
+        if not more:
+            return plan
+        console.message(f"the health check of the new placement excludes {_listed(more)}")
+        excluded.extend(more)
+    console.message("the health check kept finding faulty spares: the job stops")
+    return None
+
+
+def _keys(excluded: Sequence[Exclusion]) -> set:
+    return {(e.host, e.device) for e in excluded}
+
+
+def _listed(found: Sequence[Exclusion]) -> str:
+    return "; ".join(f"{e.what} ({e.reason})" for e in found)
+
+
+def _where(plan: LaunchPlan) -> str:
+    return ", ".join(f"{host} NPUs {','.join(map(str, ids))}" for host, ids in _devices(plan).items())
+
+
+def _devices(plan: LaunchPlan) -> Dict[str, Tuple[int, ...]]:
+    found: Dict[str, List[int]] = {}
+    for spec in plan.ranks:
+        found.setdefault(spec.host, []).append(spec.device_id)
+    return {host: tuple(ids) for host, ids in found.items()}
+
+
+def _record(
+    summary: JobSummary, plan: LaunchPlan, attempt: int, resumed: Optional[Resumed], last_step: Optional[int]
+) -> AttemptRecord:
+    return replace(
+        summary.attempt_record(attempt, plan.attempt_dir),
+        devices=_devices(plan),
+        resumed=resumed.to_json() if resumed is not None and attempt > 1 else None,
+        last_step=last_step,
+        changes=tuple(plan.recovery.get("changes") or ()),
+    )
+
+
+def _then(record: AttemptRecord, then: str, found: Sequence[Exclusion]) -> AttemptRecord:
+    return replace(record, then=then, excluded=tuple(e.to_json() for e in found))
+
+
+def _with_steps_lost(attempts: List[AttemptRecord]) -> List[AttemptRecord]:
+    """Each attempt's steps lost: how far it got beyond the step the next attempt resumed from."""
+    done = []
+    for record, following in zip(attempts, [*attempts[1:], None]):
+        lost = None
+        if following is not None and record.last_step is not None:
+            step = (following.resumed or {}).get("step")
+            lost = max(record.last_step - (step or 0), 0)
+        done.append(replace(record, steps_lost=lost))
+    return done

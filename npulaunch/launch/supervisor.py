@@ -33,7 +33,8 @@ from npulaunch.launch.jobdir import (
 from npulaunch.launch.runner import Console, RankOutput, RankRunner
 from npulaunch.plan.launchplan import LaunchPlan
 
-KEPT_FOR_REPORT = (EventKind.SIGNATURE_MATCHED, EventKind.HANG_DETECTED)
+# what the root cause is decided from (diagnose/rootcause.py), and recovery's exclusions (launch/recovery.py)
+KEPT_FOR_REPORT = (EventKind.SIGNATURE_MATCHED, EventKind.HANG_DETECTED, EventKind.NPU_HEALTH, EventKind.AGENT_LOST)
 PULL_TIMEOUT_S = 0.5  # the longest the loop waits on the runner before checking its own deadlines
 DUMP_WAIT_S = STACK_DUMP_LIMIT_S + 2.0  # a remote host's STACKS_DUMPED may never come: stop anyway
 
@@ -49,13 +50,16 @@ class Supervisor:
         self.runner = runner
         self.inherited = dict(os.environ if inherited is None else inherited)
         self._events: Optional[IO[str]] = None
-        self._kept: List[Event] = []  # what the root cause is decided from
+        self.kept: List[Event] = []  # what the root cause is decided from
+        self.last_step: Optional[int] = None  # the furthest step any rank printed (PROGRESS events)
+        self._health_said: set = set()  # (host, reason) of the health watch's "cannot ask" already shown
         self._stop_after_dumps: Optional[Tuple[str, float]] = None  # (reason, monotonic deadline)
         self.record_error: Optional[str] = None  # the first failure to write the job record
         self._events_failed = False
 
-    def run(self) -> JobSummary:
-        """Run the attempt until every rank has ended; returns its summary."""
+    def run(self, report: bool = True) -> JobSummary:
+        """Run the attempt until every rank has ended; returns its summary (shown unless ``report`` is
+        False: the caller shows it with ``report`` when it knows whether more attempts follow)."""
         plan, layout = self.plan, self.plan.layout
         if plan.attempt <= 1:
             prepare_job_dir(plan, self.inherited)
@@ -73,7 +77,7 @@ class Supervisor:
             raise PlanError(f"cannot write {layout.events_path}: {exc.strerror}; nothing was started") from None
         self._events = events_file
         try:
-            attempt = f" (attempt {plan.attempt} of {plan.max_restarts + 1})" if plan.attempt else ""
+            attempt = f" (attempt {plan.attempt})" if plan.attempt else ""
             what = f"{plan.world_size} ranks"
             if plan.node is not None:  # under a scheduler: this node's share
                 what = (
@@ -89,7 +93,7 @@ class Supervisor:
             finally:
                 debug(__name__, "closing the runner")
                 self.runner.close()
-            summary = build_report(plan, outcome, start, time.time(), self._kept)
+            summary = build_report(plan, outcome, start, time.time(), self.kept)
             self._record(
                 Event(
                     EventKind.JOB_FINISHED,
@@ -113,12 +117,17 @@ class Supervisor:
         except OSError as exc:
             self.record_error = self.record_error or f"cannot write {layout.attempt_summary_path}: {exc.strerror}"
         debug(__name__, "attempt finished: %s, exit code %d", summary.status.value, summary.exit_code)
+        if report:
+            self.report(summary)
+        return summary
+
+    def report(self, summary: JobSummary) -> None:
+        """Show the report (the attempt's, or the job's with every attempt listed when it is the last)."""
         self.console.report(summary)
         if self.record_error is not None:
             self.console.message(
                 f"the job record on disk is incomplete: {self.record_error}; the report above is complete"
             )
-        return summary
 
     def _record_failed(self, exc: OSError, path: str) -> None:
         """Writing the record failed mid-run (a full disk, a read-only remount, a removed
@@ -150,6 +159,35 @@ class Supervisor:
         debug(__name__, "stopping the job: %s (%s)", reason, why)
         self.runner.stop(reason)
 
+    def _on_health(self, event: Event) -> None:
+        """What the NPU health watch saw: a fault at a rescheduling level stops the job (recovery then
+        excludes the NPU); a lower level is said; a watch that cannot ask says so once per host and reason."""
+        data = event.data
+        where = f"{event.host} NPU {data.get('device')}" if data.get("device") is not None else event.host
+        if data.get("unanswered"):
+            key = (event.host, data["unanswered"])
+            if data.get("missing") == "npu-smi":  # a host without NPU software (as check: nothing to say)
+                debug(__name__, "health watch on %s: %s", event.host, data["unanswered"])
+            elif key not in self._health_said:
+                self._health_said.add(key)
+                self.console.message(f"health watch: {where}: not answered: {data['unanswered']}")
+            return
+        codes = " ".join(data.get("codes") or ())
+        seen = f"health {data.get('health')}" + (f", error codes {codes}" if codes else "")
+        if data.get("nic") == "DOWN":
+            seen += ", NIC link DOWN"
+        level = data.get("level")
+        action = data.get("action")
+        if action == "reschedule":
+            self.console.message(f"NPU fault on {where}: {seen} ({level}); stopping the job")
+            debug(__name__, "NPU fault on %s (%s): stopping the job", where, level)
+            self.runner.stop(f"NPU fault on {where}")
+        elif action == "none":
+            self.console.message(f"health watch: {where} is healthy again")
+        else:
+            what = {"pre_separate": "no new work is placed there", "report": "nothing to do"}.get(str(action), "")
+            self.console.message(f"health watch: {where}: {seen} ({level}): {what}")
+
     def _record(self, event: Event) -> None:
         assert self._events is not None
         if self.record_error is not None and self._events_failed:
@@ -176,7 +214,13 @@ class Supervisor:
         self.console.event(event)
         kind, data = event.kind, event.data
         if kind in KEPT_FOR_REPORT:
-            self._kept.append(event)
+            self.kept.append(event)
+        if kind is EventKind.PROGRESS and isinstance(data.get("step"), int):
+            self.last_step = max(self.last_step or 0, data["step"])
+            return
+        if kind is EventKind.NPU_HEALTH:
+            self._on_health(event)
+            return
         if kind is EventKind.SIGNATURE_MATCHED:
             line = data["line"]
             if data["cls"] == "python_exception":  # the exception line says more than "Traceback ..."

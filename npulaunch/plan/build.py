@@ -7,7 +7,8 @@ in as data-returning callables; nothing here spawns ranks or writes files.
 from __future__ import annotations
 
 import json
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import (
     ClusterConfig,
@@ -15,12 +16,14 @@ from npulaunch.config.cluster import (
     RankTableMode,
     validate_job_id,
 )
+from npulaunch.config.sections import DEFAULT_HEALTH_INTERVAL_S
 from npulaunch.host.errors import ConfigError, ConfigProblem
 from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, RankSpec
 from npulaunch.host.topology import BindingError, HostCpus, plan_cpus, read_host_cpus
 from npulaunch.plan.hosts import check_device_groups, decide_rank_table, map_devices, resolve_devices, resolve_ips
 from npulaunch.plan.launchplan import Discovery, HostDevices, LaunchPlan
 from npulaunch.plan.layout import JobLayout
+from npulaunch.plan.placement import Arrangement, Exclusion, arrange, needs_arranging
 from npulaunch.plan.rankenv import shard_formula_note
 from npulaunch.plan.rankfree import CM_VARIABLES, ClusterInfo, cm_env_problems, decide_cluster_info
 from npulaunch.plan.rankspecs import HostSlot, RankJob, rank_spec, shared_options
@@ -35,11 +38,13 @@ def build_plan(
     attempt: int = 0,
     node: Optional[int] = None,
     host_cpus: Optional[Callable[[bool], HostCpus]] = None,
+    exclusions: Sequence[Exclusion] = (),
 ) -> LaunchPlan:
     """Expand the config into ranks. Raises ConfigError/PlanError; never starts anything.
     ``node``: under a scheduler, the index of the node this plan is run on. ``host_cpus``: this
     host's CPU facts (host/topology.py; the argument says whether the NPUs' places are needed),
-    read from the machine by default."""
+    read from the machine by default. ``exclusions``: NPUs and hosts a recovery took out of the job:
+    spares take their place (plan/placement.py; NoSpare when none fits)."""
     problems: List[ConfigProblem] = []
     validate_job_id(
         job_id, lambda found, allowed, hint: problems.append(config.problem(("job", "id"), found, allowed, hint))
@@ -51,6 +56,13 @@ def build_plan(
     sources.update(config.sources)
     notes: List[str] = []
     device_warnings: List[str] = []
+    arrangement = None
+    if needs_arranging(config, exclusions):
+        arrangement = arrange(
+            config, exclusions, lambda index, host: resolve_devices(config, index, host, discovery, sources)
+        )
+        config = replace(config, hosts=arrangement.hosts)
+        notes += [f"recovery: {change}" for change in arrangement.changes]
     host_devices = tuple(  # physical -> logical -> ASCEND_DEVICE_ID (plan/hosts.py)
         map_devices(config, host, resolve_devices(config, index, host, discovery, sources), discovery, device_warnings)
         for index, host in enumerate(config.hosts)
@@ -151,7 +163,33 @@ def build_plan(
         host_devices=host_devices,
         rank_table_version=table_version,
         rank_table_reason=table_reason,
+        health_interval_s=_health_interval(config),
+        recovery=_recovery_facts(config, arrangement, exclusions),
     )
+
+
+def _health_interval(config: ClusterConfig) -> float:
+    """monitor.health_interval_s: by default 0 (off) for a job that uses no NPU (cpu_fallback)."""
+    if config.cpu_fallback and "health_interval_s" not in config.monitor:
+        return 0.0
+    return float(config.monitor.get("health_interval_s", DEFAULT_HEALTH_INTERVAL_S))
+
+
+def _recovery_facts(
+    config: ClusterConfig, arrangement: Optional[Arrangement], exclusions: Sequence[Exclusion]
+) -> Dict[str, Any]:
+    """What plan.json, ``npulaunch plan`` and the recovery loop know of the job's recovery: its settings,
+    the spares still held back, what was excluded and what moved."""
+    recovery = config.recovery
+    facts: Dict[str, Any] = {
+        "max_recoveries": recovery.max_recoveries,
+        "checkpoint_dir": recovery.checkpoint_dir,
+        "shrink_min_ranks": recovery.shrink_min_ranks,
+        "excluded": [e.to_json() for e in exclusions],
+    }
+    if arrangement is not None:
+        facts.update(arrangement.to_json())
+    return facts
 
 
 def _cluster_info(

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, HostConfig, RankTableMode
 from npulaunch.host.agent.healthparse import NET_HEALTH_BAD, NET_HEALTH_GOOD
+from npulaunch.host.npuhealth import is_fatal, judge_chip, split_codes
 from npulaunch.plan.findings import Finding, Severity, compact
 from npulaunch.plan.netcheck import host_nics, subnet_findings
 
@@ -119,18 +120,22 @@ def _tools(host: str, health: Mapping[str, Any], nics_asked: bool) -> List[Findi
 
 
 def _chips(host: str, health: Mapping[str, Any]) -> List[Finding]:
+    """Each chip judged as the live watch judges it (host/npuhealth.py): MindCluster's level of its error
+    codes (of its health when it lists none) decides fatal (the chip would be isolated, or nothing new
+    scheduled on it) or a warning (NotHandleFault, SubHealthFault)."""
     found = []
     for device, chip in health.get("chips", {}).items():
-        state = chip.get("health")
-        if state == "OK":
+        state = chip.get("detail_health") or chip.get("health")
+        verdict = judge_chip(state, split_codes(chip.get("code") or ""))
+        if verdict.healthy:
             continue
-        detail = f" (error code {chip['code']}: {chip.get('info') or 'no information'})" if chip.get("code") else ""
+        detail = f"error code {chip['code']}: {chip.get('info') or 'no information'}; " if chip.get("code") else ""
         found.append(
             Finding(
                 "chip_health",
-                Severity.WARNING if state == "Warning" else Severity.FATAL,
+                Severity.FATAL if is_fatal(verdict) else Severity.WARNING,
                 host,
-                f"chip health {state}{detail}",
+                f"chip health {state} ({detail}{verdict.describe()})",
                 "OK",
                 f"inspect: npu-smi info -t health -i {chip.get('npu')} -c {chip.get('chip')}",
                 (int(device),),

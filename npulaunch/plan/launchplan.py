@@ -15,6 +15,7 @@ from npulaunch.host.spec import HostPlan, RankSpec
 from npulaunch.plan.layout import JobLayout
 
 LOCAL_HOST_NAMES = ("localhost", "127.0.0.1", "::1")
+HEALTH_TOOL_TIMEOUT_S = 10.0  # one npu-smi / hccn_tool call of the live health watch, as in check
 
 
 def launcher_environ() -> Mapping[str, str]:
@@ -99,6 +100,9 @@ class LaunchPlan:
     host_devices: Tuple[HostDevices, ...] = ()  # one per host: physical -> logical -> ASCEND_DEVICE_ID
     rank_table_version: str = ""  # "1.0" or "1.2" ("" without a table)
     rank_table_reason: str = ""  # why that version, or why no table
+    health_interval_s: float = 0.0  # the live NPU health watch's period on every host (0 = off)
+    # recovery: its settings, the spares left, what was excluded and what moved (plan/build.py)
+    recovery: Dict[str, Any] = field(default_factory=dict)
 
     def rank_device(self, spec: RankSpec) -> Tuple[int, int, int]:
         """``(physical, logical, ASCEND_DEVICE_ID)`` of a rank."""
@@ -137,7 +141,20 @@ class LaunchPlan:
             progress_regex=self.progress_regex,
             rank_table=self.rank_table,
             rank_table_path=self.rank_table_path,
+            health_watch=self.health_watch(node_rank),
         )
+
+    def health_watch(self, node_rank: int) -> Optional[Dict[str, Any]]:
+        """What one host's agent watches of its NPUs while the job runs (host/agent/healthwatch.py)."""
+        if self.health_interval_s <= 0:
+            return None
+        devices = sorted({r.device_id for r in self.ranks if r.node_rank == node_rank})
+        return {
+            "interval_s": self.health_interval_s,
+            "tool_timeout_s": HEALTH_TOOL_TIMEOUT_S,
+            "devices": devices,
+            "nics": len(self.hosts) > 1,
+        }
 
     def log_paths(self, spec: RankSpec) -> Tuple[str, str]:
         """Where the launcher finds a rank's stdout and stderr: its own files for a local rank, the

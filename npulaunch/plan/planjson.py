@@ -96,6 +96,8 @@ def plan_to_dict(
         "rank_table_path": plan.rank_table_path,
         "rank_table_version": plan.rank_table_version or None,
         "rank_table_reason": plan.rank_table_reason,
+        "health_interval_s": plan.health_interval_s,
+        "recovery": plan.recovery,
         # only the hosts where a variable renumbers the devices (a list per host would not stream)
         "visible_devices": {
             mapped.host: {

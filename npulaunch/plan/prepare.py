@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.config.overrides import Overrides
 from npulaunch.host.errors import UsageError
@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # imported by the functions that use them: a plain run never 
     from npulaunch.config.cluster import ClusterConfig
     from npulaunch.plan.launchplan import LaunchPlan
     from npulaunch.plan.layout import JobLayout
+    from npulaunch.plan.placement import Exclusion
     from npulaunch.plan.scheduler import SchedulerView
 
 # Any of these in the environment may mean a scheduler started npulaunch (scheduler.detect's
@@ -193,9 +194,10 @@ def _resolve_host(name: str) -> Optional[str]:
         return None
 
 
-def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = None) -> "Callable[[int], LaunchPlan]":
-    """attempt -> plan (a restarted job is planned again: fresh ports, its own directory).
-    ``remote``: what the remote hosts' preflight found (their NPUs and device IPs)."""
+def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = None) -> "Callable[..., LaunchPlan]":
+    """(attempt, exclusions) -> plan (a restarted job is planned again: fresh ports, its own directory; a
+    recovered one without what was excluded). ``remote``: what the remote hosts' preflight found (their
+    NPUs and device IPs)."""
     import shutil
 
     from npulaunch.host.discovery import (
@@ -216,20 +218,27 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
         local_names=loaded.local_names,
         resolve=_resolve_host,
     )
-    restarted = config.job.max_restarts > 0
+    restarted = config.job.max_restarts > 0 or recoverable(config, loaded.node)
     first: "List[LaunchPlan]" = []  # attempt 1 is planned once, whoever asks first
 
-    def build(attempt: int) -> "LaunchPlan":
+    def build(attempt: int, exclusions: "Sequence[Exclusion]") -> "LaunchPlan":
         plan = build_plan(
-            config, job_id, os.urandom(16).hex(), discovery, job_id_source=source, attempt=attempt, node=loaded.node
+            config,
+            job_id,
+            os.urandom(16).hex(),
+            discovery,
+            job_id_source=source,
+            attempt=attempt,
+            node=loaded.node,
+            exclusions=exclusions,
         )
         return _checked_identity(loaded, plan)
 
-    def plan_for(attempt: int) -> "LaunchPlan":
+    def plan_for(attempt: int, exclusions: "Sequence[Exclusion]" = ()) -> "LaunchPlan":
         if attempt > 1:
-            return build(attempt)
+            return build(attempt, exclusions)
         if not first:
-            first.append(build(1 if restarted else 0))
+            first.append(build(1 if restarted else 0, ()))
         return first[0]
 
     return plan_for
@@ -254,6 +263,15 @@ def _checked_identity(loaded: Loaded, plan: "LaunchPlan") -> "LaunchPlan":
     if errors:
         raise PlanError("; ".join(errors))
     return replace(plan, warnings=plan.warnings + tuple(warnings)) if warnings else plan
+
+
+def recoverable(config: "ClusterConfig", node: Optional[int] = None) -> bool:
+    """Whether a fault of the hardware can be recovered from: there are spares to take what broke, or the
+    job may shrink, and npulaunch places the whole job (under a scheduler the scheduler places the nodes)."""
+    if node is not None or config.recovery.max_recoveries == 0:
+        return False
+    spares = bool(config.spares) or any(h.spare_devices for h in config.hosts)
+    return spares or config.recovery.shrink_min_ranks is not None
 
 
 def is_remote(loaded: Loaded) -> bool:

@@ -17,6 +17,7 @@ from npulaunch.plan.rankfree import ClusterInfo
 
 PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"
 ATTEMPT_VAR = "NPULAUNCH_ATTEMPT"  # 1 for the first run of the job, 2 after the first restart, ...
+RESTART_COUNT_VAR = "NPULAUNCH_RESTART_COUNT"  # 0 on the first run, then restarts and recoveries so far
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,7 @@ def _host_env(
     env, unset, sources = host_env(ctx, yaml_env)
     env[PRECEDENCE_VAR] = job.config.session_precedence.value
     env[ATTEMPT_VAR] = str(max(job.layout.attempt, 1))
+    env[RESTART_COUNT_VAR] = str(max(job.layout.attempt, 1) - 1)
     return env, unset, sources
 
 

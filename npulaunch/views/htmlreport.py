@@ -282,15 +282,48 @@ def _teardown_time(events: Sequence[Event]) -> Optional[float]:
 
 
 def _attempts(summary: JobSummary) -> str:
-    if not summary.attempts or len(summary.attempts) < 2:
+    """The attempts of a restarted or recovered job: a bar per attempt on one time axis (its colour its
+    end), what each resumed from and what its failure excluded; the timeline below is the last attempt's."""
+    attempts = summary.attempts or ()
+    if len(attempts) < 2:
         return ""
-    items = "".join(
-        f"<li>attempt {a.attempt}: {_e(a.status.value)}"
-        + (f" ({_e(a.root_cause.label)})" if a.root_cause else "")
-        + f" <span class='where'>{_e(a.dir)}</span></li>"
-        for a in summary.attempts
+    from npulaunch.views.reporttext import attempt_lines
+
+    timed = [a for a in attempts if a.start_time is not None and a.end_time is not None]
+    svg = ""
+    if timed:
+        t0 = min(a.start_time for a in timed)  # type: ignore[type-var]
+        span = max(max(a.end_time for a in timed) - t0, 1e-3)  # type: ignore[type-var,operator]
+        width, row = 960.0, 28
+        bars = []
+        for i, a in enumerate(timed):
+            x = 120 + (a.start_time - t0) / span * (width - 340)  # type: ignore[operator]
+            w = max((a.end_time - a.start_time) / span * (width - 340), 2.0)  # type: ignore[operator]
+            y = 8 + i * row
+            colour = {"succeeded": "#2e7d32", "failed": "#c62828"}.get(a.status.value, "#9e9e9e")
+            label = f"attempt {a.attempt}: {a.status.value}"
+            step = (a.resumed or {}).get("step")
+            note = f"from step {step}" if a.attempt > 1 and step is not None else ""
+            if a.excluded:
+                first = a.excluded[0]
+                gone = f"NPU {first['device']}" if first.get("device") is not None else "host"
+                note += ("; " if note else "") + f"excluded {first.get('host')} {gone}"
+            bars.append(
+                f"<text x='4' y='{y + 15}' class='lbl'>{_e(label)}</text>"
+                f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='20' fill='{colour}'>"
+                f"<title>{_e(note)}</title></rect>"
+                f"<text x='{min(x + w + 6, width - 200):.1f}' y='{y + 15}' class='note'>{_e(note)}</text>"
+            )
+        height = 12 + len(timed) * row + 8
+        svg = (
+            f"<svg class='attempts' width='{width:.0f}' height='{height}' role='img' "
+            f"aria-label='attempts on one time axis'>{''.join(bars)}</svg>"
+        )
+    items = "".join(f"<li>{_e(line)}</li>" for line in attempt_lines(attempts))
+    return (
+        "<section><h2>attempts</h2><p>restarts and recoveries on one time axis; the timeline below shows "
+        f"the last attempt</p>{svg}<ul class='attempt-lines'>{items}</ul></section>"
     )
-    return f"<section><h2>restarts</h2><p>the timeline shows the last attempt</p><ol>{items}</ol></section>"
 
 
 def _warnings(plan: Optional[Dict[str, Any]]) -> str:
@@ -308,6 +341,8 @@ h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 24px; }
 table.brief th { text-align: left; padding-right: 16px; color: #555; font-weight: normal; }
 .cause { border-left: 4px solid #d62728; padding: 4px 12px; background: #fff5f5; }
 .reason { font-weight: 600; } .where { color: #666; font-weight: normal; }
+.attempts .lbl { font: 12px sans-serif; } .attempts .note { font: 11px sans-serif; fill: #444; }
+.attempt-lines { font: 12px monospace; list-style: none; padding-left: 0; }
 pre { background: #f6f6f6; padding: 8px; overflow-x: auto; }
 svg text.axis { font-size: 11px; fill: #777; } svg text.label { font-size: 12px; fill: #222; }
 .legend { color: #555; font-size: 12px; }

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from npulaunch.diagnose.jsonfields import SummaryError
 from npulaunch.diagnose.liveness import launcher_state
-from npulaunch.diagnose.summary import JobSummary
+from npulaunch.diagnose.summary import AttemptRecord, JobSummary
 from npulaunch.host.agent.tail import last_lines
 from npulaunch.host.errors import UsageError
 from npulaunch.host.events import Event, EventKind, signature_label
@@ -177,6 +177,39 @@ def _finish_rows(rows: Dict[int, Dict[str, Any]], now: float, ended: bool) -> Li
     return [rows[r] for r in sorted(rows)]
 
 
+def _earlier_attempts(layout: JobLayout) -> List[str]:
+    """The attempts of a restarted or recovered job: from the job's summary.json once it has ended (where
+    they ran, what they resumed from, what was excluded), else from each earlier attempt's own summary. A
+    file that cannot be read is left out: the damage is said elsewhere."""
+    from dataclasses import replace
+
+    from npulaunch.views.reporttext import attempt_lines
+
+    if not layout.attempt:
+        return []
+    records: List[AttemptRecord] = []
+    whole = _summary_or_none(layout.summary_path)
+    if whole is not None and whole.attempts:
+        records = list(whole.attempts)
+    else:
+        for number in layout.attempts_found():
+            path = replace(layout, attempt=number).attempt_summary_path
+            own = _summary_or_none(path) if number < layout.attempt else None
+            if own is not None:
+                records.append(own.attempt_record(number, os.path.dirname(path)))
+    if not records or (len(records) == 1 and records[0].attempt == layout.attempt):
+        return []
+    return ["attempts:"] + ["  " + line for line in attempt_lines(records)]
+
+
+def _summary_or_none(path: str) -> Optional[JobSummary]:
+    try:
+        document = read_json(path)
+        return JobSummary.from_json(document, path) if isinstance(document, dict) else None
+    except (UsageError, SummaryError):
+        return None
+
+
 def status_text(job_dir: str) -> str:
     layout = JobLayout.open(job_dir)
     damage: List[str] = []
@@ -214,4 +247,5 @@ def status_text(job_dir: str) -> str:
             f"{row['rank']:>4}  {row['device_id']:>6}  {state:<20} {row['lines']:>8}  "
             f"{row['silent_s']:>6}s  {row['last_line'][:80]}"
         )
+    lines += _earlier_attempts(layout)
     return "\n".join(lines) + "\n"

@@ -58,6 +58,7 @@ def render_plan_table(plan: LaunchPlan) -> str:
         f"job directory: {plan.job_dir}",
         f"rank table: {_rank_table(plan)}",
     ]
+    lines.extend(_recovery(plan))
     lines.extend(f"devices on {mapped.host}: {mapped.describe()}" for mapped in plan.host_devices if mapped.describe())
     sources = ", ".join(f"{key} from {value}" for key, value in sorted(plan.sources.items()))
     lines.append(f"values: {sources}")
@@ -96,6 +97,34 @@ def render_plan_table(plan: LaunchPlan) -> str:
         lines.append(f"note: {note}")
     lines.extend(plan.warnings)
     return "\n".join(lines) + "\n"
+
+
+def _recovery(plan: LaunchPlan) -> List[str]:
+    """The spares held back, and what a recovery excluded and moved (``recovery`` of the plan)."""
+    facts = plan.recovery or {}
+    spares = [
+        f"{host} NPUs {', '.join(map(str, ids))}" for host, ids in (facts.get("spare_devices") or {}).items() if ids
+    ]
+    hosts = list(facts.get("spare_hosts") or ())
+    lines = []
+    if spares or hosts:
+        held = "; ".join(spares + [f"host {h}" for h in hosts])
+        lines.append(
+            f"spares: {held} (recovery: at most {facts.get('max_recoveries')} faults"
+            + (f", resuming from {facts['checkpoint_dir']}" if facts.get("checkpoint_dir") else "")
+            + (
+                f", shrinking to no fewer than {facts['shrink_min_ranks']} ranks"
+                if facts.get("shrink_min_ranks")
+                else ""
+            )
+            + ")"
+        )
+    for excluded in facts.get("excluded") or ():
+        what = f"NPU {excluded['device']}" if excluded.get("device") is not None else "the host"
+        lines.append(f"excluded: {excluded.get('host')} {what}: {excluded.get('reason')}")
+    if plan.health_interval_s:
+        lines.append(f"health watch: every {plan.health_interval_s:g} s (monitor.health_interval_s)")
+    return lines
 
 
 def _rank_table(plan: LaunchPlan) -> str:

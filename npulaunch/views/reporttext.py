@@ -4,10 +4,10 @@ rendered from a JobSummary. Pure rendering; what the report says is decided in d
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Sequence
 
 from npulaunch.diagnose.rootcause import RootCause, rank_ranges, ranks_word
-from npulaunch.diagnose.summary import FailureReport, JobStatus, JobSummary
+from npulaunch.diagnose.summary import AttemptRecord, FailureReport, JobStatus, JobSummary
 from npulaunch.host.records import RankState
 
 _PLAIN_ENDS = ("exit", "signal", "hang")  # causes whose reason says it all: no error line, no excerpt
@@ -28,8 +28,39 @@ def render_report(summary: JobSummary) -> str:
             lines.append(f"  ranks {rank_ranges(stopped)}: stopped by npulaunch")
     if job.strays_killed:
         lines.append(f"  killed {len(job.strays_killed)} leftover process(es) of the job")
+    if summary.attempts and len(summary.attempts) > 1:
+        lines.append("  attempts:")
+        lines.extend("    " + line for line in attempt_lines(summary.attempts))
     lines.append(f"  job directory: {job.job_dir}")
     return "\n".join(lines) + "\n"
+
+
+def attempt_lines(attempts: Sequence[AttemptRecord]) -> List[str]:
+    """Each attempt in a few words: how it ended and why, where it ran, what it resumed from, what its
+    failure excluded, and what followed (the report, ``npulaunch status``)."""
+    lines = []
+    for a in attempts:
+        why = f" ({a.root_cause.label}, rank {a.root_cause.rank})" if a.root_cause else ""
+        where = "; ".join(f"{host} NPUs {','.join(map(str, ids))}" for host, ids in a.devices.items())
+        head = f"{a.attempt}: {a.status.value}{why}" + (f" on {where}" if where else "")
+        resumed = a.resumed or {}
+        if a.attempt > 1 and resumed:
+            step = resumed.get("step")
+            head += "; started from the beginning" if step is None else f"; resumed from step {step}"
+        if a.last_step is not None:
+            head += f"; reached step {a.last_step}"
+        if a.steps_lost is not None:
+            head += f" ({a.steps_lost} steps lost)"
+        lines.append(head)
+        lines.extend(f"   moved: {change}" for change in a.changes)
+        for skipped in resumed.get("skipped") or ():
+            lines.append(f"   skipped checkpoint {skipped[0]}: {skipped[1]}")
+        for e in a.excluded:
+            what = f"{e.get('host')} NPU {e['device']}" if e.get("device") is not None else f"host {e.get('host')}"
+            lines.append(f"   excluded {what}: {e.get('reason')}")
+        if a.then:
+            lines.append(f"   then {a.then}")
+    return lines
 
 
 def code_lines(cause: RootCause) -> List[str]:

@@ -182,7 +182,18 @@ def test_what_an_attempt_keeps_and_the_exit_code() -> None:
         "status": "failed",
         "exit_code": 1,
         "root_cause": {"rank": 1, "cls": "device_kernel_fault", "code": "EZ9999", "retryable": False},
+        "hosts": [],
+        "devices": {},
+        "changes": [],
+        "excluded": [],
+        "resumed": None,
+        "last_step": None,
+        "steps_lost": None,
+        "then": "",
+        "start_time": FAILED.job.start_time,
+        "end_time": FAILED.job.end_time,
     }
+    assert AttemptRecord.from_json(record.to_json()) == record
     hang = AttemptCause(1, "hang", "", False)
     assert (record.root_cause is not None and record.root_cause.label == "EZ9999") and hang.label == "hang"
 

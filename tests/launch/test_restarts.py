@@ -29,7 +29,7 @@ def test_a_retryable_failure_restarts_the_job_with_its_own_attempt_directories(l
         assert (log_dir / "m" / f"attempt-{attempt}" / "rank-0" / "stdout.log").exists()
         assert (log_dir / "m" / f"attempt-{attempt}" / "events.jsonl").exists()
     assert "connected on attempt 3" in (log_dir / "m" / "attempt-3" / "rank-0" / "stdout.log").read_text()
-    assert "restarting the job, attempt 2 of 4" in result.stderr
+    assert "restarting the job, attempt 2 (restart 1 of 3)" in result.stderr
 
 
 def test_restarts_are_bounded(log_dir: Path, marker: str) -> None:

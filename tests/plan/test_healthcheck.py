@@ -167,17 +167,36 @@ def test_the_yaml_cann_version_against_the_hosts() -> None:
 
 def test_unhealthy_and_busy_chips_are_fatal_even_on_one_host() -> None:
     chips = {
-        "0": {"health": "Alarm", "npu": 0, "chip": 0, "code": "A4025021", "info": "heart beat lost"},
+        "0": {"health": "Alarm", "npu": 0, "chip": 0, "code": "A4025021 8C03A000 8C084E00", "info": "heart beat lost"},
         "1": {"health": "Warning", "npu": 1, "chip": 0},
     }
     found = judged(config(1), {"h1": host_facts(1, chips=chips, busy={"1": [[4242, ""]]})})
     assert lines(found) == [
-        "fatal: h1: NPU 0: chip health Alarm (error code A4025021: heart beat lost) (expected OK); inspect: "
+        "fatal: h1: NPU 0: chip health Alarm (error code A4025021 8C03A000 8C084E00: heart beat lost; most severe "
+        "RestartNPU (8C03A000), MindCluster: isolate the chip and reschedule the job) (expected OK); inspect: "
         "npu-smi info -t health -i 0 -c 0",
-        "warning: h1: NPU 1: chip health Warning (expected OK); inspect: npu-smi info -t health -i 1 -c 0",
+        "warning: h1: NPU 1: chip health Warning (most severe NotHandleFault, MindCluster: no action, reported only) "
+        "(expected OK); inspect: npu-smi info -t health -i 1 -c 0",
         "fatal: h1: NPU 1: held by another process: pid 4242 (in another container) (expected a free device); "
         "npu-smi info lists it: stop that process or choose other devices",
     ]
+
+
+@pytest.mark.parametrize(
+    "health, code, severity, level",
+    [
+        ("Alarm", "A4025021", Severity.WARNING, "NotHandleFault"),  # the codes decide, as in MindCluster
+        ("Warning", "80E18405", Severity.WARNING, "SubHealthFault"),
+        ("Warning", "8118043C", Severity.FATAL, "PreSeparateNPU"),  # nothing new is scheduled there
+        ("Critical", "", Severity.FATAL, "SeparateNPU"),  # no code: the health's severity
+        ("UNKNOWN", "", Severity.FATAL, "RestartNPU"),  # the card-drop code 40F84E00
+        ("Alarm", "DEADBEEF", Severity.FATAL, "SeparateNPU"),  # a code MindCluster does not list
+    ],
+)
+def test_a_chips_severity_is_the_verdict_of_its_codes(health: str, code: str, severity: Severity, level: str) -> None:
+    chips = {"0": {"health": health, "npu": 0, "chip": 0, "code": code, "info": "x"}}
+    found = [f for f in judged(config(1), {"h1": host_facts(1, chips=chips)}) if f.check == "chip_health"]
+    assert [(f.severity, f"most severe {level}" in f.seen) for f in found] == [(severity, True)], found
 
 
 def test_missing_tools_and_skipped_questions_are_not_checked() -> None:

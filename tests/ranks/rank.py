@@ -28,6 +28,38 @@ def spawn_sleeper(new_session):
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"], start_new_session=new_session).pid
 
 
+def train(final):
+    """Steps of 0.05 s each (TRAIN_STEP_S), a checkpoint of w and global_step every CKPT_EVERY steps into
+    CKPT_DIR (relative to the working directory); resumes from NPULAUNCH_RESUME_CHECKPOINT, else from the
+    directory's own latest checkpoint. w is the same on every rank: step s adds s to each of 4 values."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import tfckpt
+
+    directory = os.environ["CKPT_DIR"]
+    every = int(os.environ.get("CKPT_EVERY", "5"))
+    step, w = 0, [0.0] * 4
+    start = os.environ.get("NPULAUNCH_RESUME_CHECKPOINT") or tfckpt.latest(directory)
+    if start:
+        values = tfckpt.read_checkpoint(start)
+        step, w = int(values["global_step"]), list(values["w"])
+        print("resumed from %s at step %d" % (start, step), flush=True)
+    while step < final:
+        step += 1
+        w = [x + step for x in w]
+        print("step %d" % step, flush=True)
+        fault = os.environ.get("FAULT_AT", "")  # "RANK:STEP:LINE": the NPU fails under that rank (first attempt)
+        if fault and os.environ.get("NPULAUNCH_ATTEMPT") in (None, "1"):
+            rank, at, line = fault.split(":", 2)
+            if rank == os.environ.get("RANK_ID") and int(at) == step:
+                with open(os.environ["NPU_STANDIN_FAULTS"], "a") as faults:  # what npu-smi says from now on
+                    faults.write(line + "\n")
+                sys.exit(1)
+        if step % every == 0:
+            tfckpt.write_checkpoint(directory, step, w)
+        time.sleep(float(os.environ.get("TRAIN_STEP_S", "0.05")))
+    print("final step %d w %s" % (step, json.dumps(w)), flush=True)
+
+
 def act(action):
     name, _, arg = action.partition(":")
     if name == "ok":
@@ -89,6 +121,8 @@ def act(action):
         while True:
             print("still compiling...", flush=True)
             time.sleep(0.1)
+    elif name == "train":  # train to step ARG, checkpointing every CKPT_EVERY steps in TF's format (tfckpt.py)
+        train(int(arg))
     elif name == "hostname":
         import socket
 

@@ -21,6 +21,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from npulaunch.host.agent import procs
 from npulaunch.host.agent.guard import Guard
+from npulaunch.host.agent.healthwatch import HealthWatch
 from npulaunch.host.agent.inbox import SignalInbox
 from npulaunch.host.agent.monitor import Monitor
 from npulaunch.host.agent.prepare import prepare_rank
@@ -123,6 +124,12 @@ class Agent:
         self._stops: Tuple[int, ...] = STOP_SIGNALS  # decided again when the job starts (stop_signals)
         self.tick: Optional[Callable[[], None]] = None  # called once per loop turn (the remote agent's checks)
         self._dumps = StackDumps(clock, stack_dump_limit_s)
+        self._health: Optional[HealthWatch] = None  # the live NPU health watch (plan.health_watch)
+        if plan.health_watch:
+            on_device: Dict[int, List[int]] = {}
+            for spec in plan.ranks:
+                on_device.setdefault(spec.device_id, []).append(spec.rank)
+            self._health = HealthWatch(plan.health_watch, on_device, self._base_env, clock)
         self._stray_pids: List[int] = []
         self._closed = False
 
@@ -148,6 +155,8 @@ class Agent:
         self._kill_deadline = self._clock() + self.plan.grace_period_s
         self._emit(EventKind.STOP_REQUESTED, reason=reason, grace_period_s=self.plan.grace_period_s)
         debug(__name__, "stop (%s): SIGTERM now, SIGKILL after %g s", reason, self.plan.grace_period_s)
+        if self._health is not None:
+            self._health.stop()  # nothing more is asked; its calls in flight are killed
         self._signal_everything(signal.SIGTERM)
 
     def kill(self, reason: str) -> None:
@@ -199,6 +208,8 @@ class Agent:
         """Our live descendants (we are a subreaper), except the guard and whatever this process
         had started before the agent ran (when the agent is embedded in a larger program)."""
         found = procs.descendants(os.getpid(), table) - self._preexisting - self._dumps.pids()
+        if self._health is not None:
+            found -= self._health.pids(table)
         if self._guard is not None:
             found.discard(self._guard.pid)
         return found
@@ -233,10 +244,14 @@ class Agent:
         self._wait(timeout_s)
         self._reap()
         self._pump()
+        if self._health is not None and self._health.looking():  # the last look at a failed rank's NPU
+            return True
         return any(r.state in (RankState.RUNNING, RankState.PENDING) for r in self.ranks)
 
     def finish(self) -> AgentOutcome:
         """After the last rank ended: stop what the ranks left behind, then close."""
+        if self._health is not None:
+            self._health.stop()
         self._stray_pids = self._clean_up_strays()
         self.close()
         return AgentOutcome([r.result() for r in self.ranks], self.stop_signal, self._stray_pids)
@@ -251,6 +266,8 @@ class Agent:
             debug(__name__, "closing with ranks still running: SIGKILL to everything")
             self._signal_everything(signal.SIGKILL)
         self._dumps.close()
+        if self._health is not None:
+            self._health.close()
         for proc in self.ranks:
             for tail, stream in zip(proc.tails, ("stdout", "stderr")):
                 if proc.state is RankState.STOPPED and tail.unread_bytes() > FAST_DRAIN_BYTES:
@@ -285,7 +302,8 @@ class Agent:
             timeout = 0.0
         if self._kill_deadline is not None and not self._killed:
             timeout = min(timeout, self._kill_deadline - self._clock())
-        for due in (self.monitor.timeout_s(), self._dumps.timeout_s()):
+        watch = self._health.timeout_s() if self._health is not None else None
+        for due in (self.monitor.timeout_s(), self._dumps.timeout_s(), watch):
             if due is not None:
                 timeout = min(timeout, due)
         for fd in self._inbox.wait(max(0.0, timeout), list(self._watched)):
@@ -299,6 +317,8 @@ class Agent:
         dumped = self._dumps.poll()
         if dumped is not None:
             self._emit(EventKind.STACKS_DUMPED, files=dumped["files"], timed_out=dumped["timed_out"])
+        for change in self._health.poll() if self._health is not None else ():
+            self._emit(EventKind.NPU_HEALTH, **change)
         if self._kill_deadline is not None and not self._killed and self._clock() >= self._kill_deadline:
             self.kill(f"grace period of {self.plan.grace_period_s:g} s ran out")
 
@@ -391,10 +411,10 @@ class Agent:
 
     def _reap(self) -> None:
         for pid, status in procs.reap_any():
+            if self._reaped_other(pid, status):
+                continue
             proc = self._by_pid.get(pid)
             if proc is None:
-                if self._guard is not None and pid == self._guard.pid:
-                    self._guard.reaped(status)
                 continue  # an orphaned descendant re-parented to us
             # its last lines come before its exit on the console (all of them when they fit one turn's
             # read); a bigger backlog is read in the next turns, after the exit is reported, so that a
@@ -411,6 +431,8 @@ class Agent:
                 proc.state = RankState.SUCCEEDED
             else:
                 proc.state = RankState.STOPPED if self._stopping else RankState.FAILED
+                if proc.state is RankState.FAILED and self._health is not None:
+                    self._health.last_look([proc.spec.device_id])  # did its NPU fail? asked before it stops
             self._emit(
                 EventKind.RANK_EXITED,
                 proc.spec.rank,
@@ -420,6 +442,21 @@ class Agent:
                 state=proc.state.value,
                 duration_s=round(proc.end_time - (proc.start_time or proc.end_time), 3),
             )
+
+    def _reaped_other(self, pid: int, status: int) -> bool:
+        """A child that is no rank: a health watch call (asked first: a live call's pid may be a number an
+        ended rank had), or the guard. True when it was one of them."""
+        if self._health is not None and self._health.reaped(pid, status):
+            return True
+        if self._guard is not None and pid == self._guard.pid:
+            self._guard.reaped(status)
+            return True
+        return False
+
+    def _reap_leftovers(self) -> None:
+        """Reap after the last rank ended: strays re-parented to us, and the watch's killed calls."""
+        for pid, status in procs.reap_any():
+            self._reaped_other(pid, status)
 
     def _pump(self) -> None:
         self._backlog = False
@@ -453,13 +490,13 @@ class Agent:
             for signum in inbox.take():
                 if signum in self._stops:
                     self._killed = True
-            procs.reap_any()
+            self._reap_leftovers()
             self._pump()
             table = procs.snapshot()
             left = set(procs.live_members(groups, table)) | self._strays(table)
         if left:
             self._signal_everything(signal.SIGKILL)
             time.sleep(0.01)
-            procs.reap_any()
+            self._reap_leftovers()
         self._emit(EventKind.STRAYS_KILLED, pids=found)
         return found

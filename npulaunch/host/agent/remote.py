@@ -25,7 +25,17 @@ from typing import Any, BinaryIO, Dict, List, Optional
 from npulaunch.host.agent.agent import Agent
 from npulaunch.host.events import Event
 from npulaunch.host.spec import FORWARDABLE_SIGNALS, RankSpec
-from npulaunch.host.wire import Command, Done, Output, ProbeAnswer, Start, encode, event_to_json
+from npulaunch.host.wire import (
+    BEAT_INTERVAL_S,
+    Beat,
+    Command,
+    Done,
+    Output,
+    ProbeAnswer,
+    Start,
+    encode,
+    event_to_json,
+)
 
 FIRST_LINE_TIMEOUT_S = 60.0
 DEFAULT_HEARTBEAT_TIMEOUT_S = 15.0
@@ -94,6 +104,7 @@ class Controller:
         self.agent, self.reader, self.sender = agent, reader, sender
         self.timeout_s = heartbeat_timeout_s
         self.last_heard = time.monotonic()
+        self.next_beat = time.monotonic()
         self.gone = ""
 
     def on_readable(self) -> None:
@@ -116,6 +127,9 @@ class Controller:
             self.agent.dump_stacks(command.ranks)
 
     def tick(self) -> None:
+        if time.monotonic() >= self.next_beat:  # the launcher's sign that this host is still there
+            self.next_beat = time.monotonic() + BEAT_INTERVAL_S
+            self.sender.send(Beat().to_json())
         if self.sender.broken:
             self.lost("the controller's channel broke")
         elif self.timeout_s and time.monotonic() - self.last_heard > self.timeout_s:

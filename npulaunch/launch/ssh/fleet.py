@@ -15,6 +15,7 @@ import os
 import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from npulaunch.config.cluster import ALL_DEVICES
@@ -22,7 +23,7 @@ from npulaunch.host.wire import Closed, FromAgent, Probe, ProbeAnswer, ToAgent
 from npulaunch.launch.ssh.channel import AgentChannel, BackendError, SshTarget, connect
 from npulaunch.launch.ssh.ship import agent_zip
 from npulaunch.plan.findings import CheckFailed, Finding, Severity, fatal
-from npulaunch.plan.healthcheck import HealthSettings
+from npulaunch.plan.healthcheck import HealthSettings, judge_health
 from npulaunch.plan.prepare import Loaded, planner
 from npulaunch.plan.remotecheck import judge, probe_asks, remote_facts, review_health
 
@@ -34,8 +35,9 @@ class Fleet:
     for its plan. ``open`` is all or nothing: every host's problem is reported together and no
     agent is left behind when any host fails."""
 
-    def __init__(self, targets: Dict[str, SshTarget], parallel: int = 32) -> None:
+    def __init__(self, targets: Dict[str, SshTarget], parallel: int = 32, spares: Tuple[str, ...] = ()) -> None:
         self.targets = targets
+        self.spares = spares  # hosts held back for recovery: one that cannot be reached is a warning
         self.parallel = max(1, parallel)
         self.connections: Dict[str, Any] = {}
         self.waiting: Dict[str, AgentChannel] = {}  # agents that probed and wait for a plan
@@ -45,6 +47,7 @@ class Fleet:
         self.warnings: List[str] = []
         self.findings: List[Finding] = []  # the health check's warnings and what it could not check
         self.checked: Dict[str, Any] = {}  # what the health check asked: tool calls, pings
+        self.spare_findings: List[Finding] = []  # the spare hosts' health: what a recovery must not use
         self.agent_code = agent_zip()
 
     def open(
@@ -55,9 +58,10 @@ class Fleet:
         found = self._each(lambda host: connect(self.targets[host]), list(self.targets))
         problems = {h: [str(e)] for h, e in found.items() if isinstance(e, BackendError)}
         self.connections = {h: c for h, c in found.items() if not isinstance(c, BackendError)}
+        problems = self._spares_apart(problems)
         findings: List[Finding] = []
         if not problems:
-            problems = self._probe(asks)
+            problems = self._spares_apart(self._probe(asks))
             self.problems = problems
             if review is not None:
                 findings = review(self)
@@ -67,6 +71,19 @@ class Fleet:
             raise CheckFailed("cannot start the job; nothing was started", listed, findings, self.checked)
         self.findings = [f for f in findings if f.severity is not Severity.FATAL]
         return self
+
+    def _spares_apart(self, problems: Dict[str, List[str]]) -> Dict[str, List[str]]:
+        """A spare host's problems do not stop the job: it is said, and the spare is not used."""
+        for host in [h for h in problems if h in self.spares]:
+            self.warnings.extend(f"warning: spare host {host} cannot be used: {p}" for p in problems.pop(host))
+            self.facts.pop(host, None)
+            channel = self.waiting.pop(host, None)
+            if channel is not None:
+                channel.close_channel()
+            connection = self.connections.pop(host, None)
+            if connection is not None:
+                connection.close()
+        return problems
 
     def _probe(self, asks: Dict[str, Dict[str, Any]]) -> Dict[str, List[str]]:
         """Start every agent with the probe; judge every answer. Host -> its problems."""
@@ -86,6 +103,8 @@ class Fleet:
                 self.warnings.extend(warnings)
                 self.answers[host] = message.facts
                 self.facts[host] = dict(remote_facts(message.facts), address=self._address(host))
+                if host in self.spares:  # a spare may wait for long: a fresh agent starts when it is used
+                    self.waiting.pop(host).close_channel()
         return {host: found for host, found in problems.items() if found}
 
     def ask_round(self, asks: Dict[str, Dict[str, Any]], timeout_s: float) -> Dict[str, Optional[Dict[str, Any]]]:
@@ -166,7 +185,7 @@ def open_fleet(loaded: Loaded, settings: Optional[HealthSettings] = None) -> Fle
 
     ssh = config.ssh
     targets = {}
-    for host in config.hosts:
+    for host in config.hosts + config.spares:
         login = dict(ssh, **host.ssh)
         paths = {
             key: os.path.expanduser(login[key]) if login.get(key) else None
@@ -184,11 +203,17 @@ def open_fleet(loaded: Loaded, settings: Optional[HealthSettings] = None) -> Fle
         )
     settings = settings or HealthSettings()
     asks = probe_asks(config, loaded.job_id, settings)
+    if config.spares:  # probed like the job's hosts: their NPUs, addresses and health are known when needed
+        asks.update(probe_asks(replace(config, hosts=config.spares), loaded.job_id, settings))
 
     def review(fleet: Fleet) -> List[Finding]:
         ask_round = None if fleet.problems else fleet.ask_round  # a host already failed: no second round
         findings, checked = review_health(config, fleet.answers, asks, settings, ask_round)
         fleet.checked = checked
+        if config.spares:
+            spares = replace(config, hosts=tuple(h for h in config.spares if h.host in fleet.answers))
+            fleet.spare_findings = judge_health(spares, fleet.answers, asks)
         return findings
 
-    return Fleet(targets, parallel=int(ssh.get("parallel", 32))).open(asks, review)
+    spares = tuple(h.host for h in config.spares)
+    return Fleet(targets, parallel=int(ssh.get("parallel", 32)), spares=spares).open(asks, review)

@@ -11,6 +11,7 @@ import logging
 import os
 import queue
 import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Dict, List, Optional, Sequence, Set, Tuple
@@ -20,14 +21,24 @@ from npulaunch.host.agent.inbox import SignalInbox
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
 from npulaunch.host.spec import RankSpec
-from npulaunch.host.wire import Closed, Command, Done, FromAgent, Output, Start
+from npulaunch.host.wire import Beat, Closed, Command, Done, FromAgent, Output, Start
 from npulaunch.launch.runner import Item, RankOutput
 from npulaunch.launch.ssh.channel import AgentChannel
 from npulaunch.launch.ssh.fleet import Fleet
 from npulaunch.plan.launchplan import LaunchPlan
 
 HEARTBEAT_INTERVAL_S = 2.0
-HEARTBEAT_TIMEOUT_S = 15.0  # an agent that hears nothing for this long stops its ranks
+HEARTBEAT_TIMEOUT_S = 15.0  # an agent that hears nothing for this long stops its ranks; and the launcher a host
+TIMEOUT_VARIABLE = "NPULAUNCH_HEARTBEAT_TIMEOUT_S"  # both timeouts, for tests and for clusters with slow links
+
+
+def heartbeat_timeout() -> float:
+    """HEARTBEAT_TIMEOUT_S, or the environment's NPULAUNCH_HEARTBEAT_TIMEOUT_S (at least 3 s: beats come every 2)."""
+    try:
+        return max(3.0, float(os.environ.get(TIMEOUT_VARIABLE, HEARTBEAT_TIMEOUT_S)))
+    except ValueError:
+        return HEARTBEAT_TIMEOUT_S
+
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +49,10 @@ class FleetRun:
     Messages from every host's channel thread arrive in one queue; ``items`` turns them into
     events and output batches for the supervisor, and sends the heartbeats."""
 
-    def __init__(self, plan: LaunchPlan, fleet: Fleet, heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S) -> None:
+    def __init__(self, plan: LaunchPlan, fleet: Fleet, heartbeat_timeout_s: Optional[float] = None) -> None:
         self.plan, self._fleet = plan, fleet
-        self._heartbeat_timeout_s = heartbeat_timeout_s
+        self._heartbeat_timeout_s = heartbeat_timeout() if heartbeat_timeout_s is None else heartbeat_timeout_s
+        self._heard: Dict[str, float] = {}  # host -> when its agent last sent anything (hosts that send beats)
         self._specs = {spec.rank: spec for spec in plan.ranks}
         self._channels: Dict[str, AgentChannel] = {}
         self._copies: Dict[Tuple[int, str], IO[bytes]] = {}  # (rank, stream) -> the launcher-side log file
@@ -89,6 +101,7 @@ class FleetRun:
             if time.monotonic() >= self._next_beat:
                 self._next_beat = time.monotonic() + HEARTBEAT_INTERVAL_S
                 self._broadcast(Command("heartbeat"))
+            self._silent_hosts()
         taken, self._out = self._out, []
         return taken
 
@@ -171,7 +184,30 @@ class FleetRun:
         with ThreadPoolExecutor(max_workers=min(self._fleet.parallel, len(self.plan.hosts))) as pool:
             list(pool.map(start, range(len(self.plan.hosts))))
 
+    def _silent_hosts(self) -> None:
+        """A host whose agent sent beats and then nothing for the heartbeat timeout is lost: its network or
+        the host itself went away (its agent stops its ranks when it stops hearing the launcher's beats)."""
+        now = time.monotonic()
+        for host, heard in list(self._heard.items()):
+            if host in self._finished or now - heard <= self._heartbeat_timeout_s:
+                continue
+            del self._heard[host]
+            self._finished.add(host)
+            why = f"nothing from the agent for {self._heartbeat_timeout_s:g} s: the host or its network is down"
+            log.debug("lost %s: %s", host, why)
+            self._out.append(
+                Event(EventKind.AGENT_LOST, self.plan.job_id, host, None, {"exit_status": None, "why": why})
+            )
+            threading.Thread(target=self._channels[host].close_channel, daemon=True).start()  # may block on TCP
+            self.stop(f"lost the agent of {host}")
+
     def _on_message(self, host: str, message: FromAgent) -> None:
+        if isinstance(message, Beat):  # an agent that sends no beats (an older one) is never timed out
+            if host not in self._finished:
+                self._heard[host] = time.monotonic()
+            return
+        if host in self._heard:
+            self._heard[host] = time.monotonic()
         if isinstance(message, Output):
             spec = self._specs[message.rank]
             block = message.block()
@@ -180,12 +216,14 @@ class FleetRun:
         elif isinstance(message, Event):
             self._out.append(message)
         elif isinstance(message, Done):
+            self._heard.pop(host, None)
             for result in message.ranks:
                 self._results[result.rank] = result
             self._finished.add(host)
             log.debug("agent on %s is done", host)
         elif isinstance(message, Closed) and host not in self._finished:
             self._finished.add(host)
+            self._heard.pop(host, None)
             self._out.append(
                 Event(EventKind.AGENT_LOST, self.plan.job_id, host, None, {"exit_status": message.exit_status})
             )

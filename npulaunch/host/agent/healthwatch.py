@@ -1,0 +1,473 @@
+"""The live NPU health watch of a running job, run from the agent's loop as stack dumps are (stacks.py): every
+``interval_s`` it asks ``npu-smi info -t health -i <card> -c <chip>`` of each job NPU and, for a job across
+hosts, ``hccn_tool -i <device> -link -g`` of its NIC, and says what changed, as NPU_HEALTH event data.
+
+The calls are child processes (WORKERS at a time, in their own sessions, dying with the agent, output to
+files), never waited for here: the agent, a subreaper waiting on any child, hands their exit statuses to
+``reaped``, and a call still running at ``tool_timeout_s`` is killed with its process group, so a hung
+driver call never holds up the loop. What the facts mean is host/npuhealth.py's. Standard library only,
+Python 3.7+.
+
+An event's data: ``device`` (physical id; None for the whole watch), ``npu``, ``chip``, ``health`` (as npu-smi
+says, None when not answered), ``codes`` (upper case, no 0x; 40F84E00 added for health UNKNOWN), ``levels``
+({code: MindCluster level}), ``level`` (the most severe, ``link_down``, or None), ``action`` (reschedule,
+pre_separate, report, none, unknown), ``info`` (Error Information), ``ranks`` (this host's on the device),
+``nic`` (UP, DOWN, None), ``unanswered`` (why it could not be asked, else None). One is emitted at the first
+reading that is not healthy, at each change of health, codes or link, at the return to healthy, and once
+per device for each distinct reason it was not answered (that changes nothing of what is known).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+from npulaunch.host import npuhealth
+from npulaunch.host.agent import procs
+from npulaunch.host.agent.healthparse import parse_link, parse_npu_health
+from npulaunch.host.discovery import CONTAINER_VISIBLE_VAR, parse_npu_smi_info, physical_ids
+from npulaunch.host.trace import debug
+
+WORKERS = 8  # tool calls at a time (as the preflight's, host/agent/health.py)
+INTERVAL_S = 10.0  # between rounds, when the plan does not say
+TOOL_TIMEOUT_S = 10.0  # one call
+OUTPUT_LIMIT = 1 << 20  # what is read of a call's output
+CLOSE_REAP_S = 0.2  # close() waits this long at most for the calls it killed to be gone
+CHIP, NIC, MAP = "chip", "nic", "map"  # what a call asks: a chip's health, a NIC's link, npu-smi's table
+
+EventData = Dict[str, Any]
+
+
+@dataclass
+class _Round:
+    started: float
+    queue: List[Tuple[str, Optional[int], List[str]]]  # (part, device, argv) not yet started
+    pending: int = 0  # started and not finished
+    answers: Dict[Tuple[str, Optional[int]], "_Answer"] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """One call's outcome: its stdout when it exited 0; else ``failed`` (it answered with an error) or
+    ``silent`` (it did not answer: timed out, or could not start), with why."""
+
+    text: str = ""
+    failed: str = ""
+    silent: str = ""
+
+
+@dataclass
+class _Call:
+    part: str
+    device: Optional[int]
+    argv: List[str]
+    popen: Any  # subprocess.Popen[bytes]; never polled (the agent reaps it)
+    out_path: str
+    err_path: str
+    deadline: float
+    round: Optional[_Round]
+    finished: bool = False
+
+
+@dataclass
+class _Device:
+    """What is known of one watched NPU: its last answered facts and what was last reported."""
+
+    device: int
+    ranks: List[int]
+    npu: Optional[int] = None
+    chip: Optional[int] = None
+    health: str = "OK"
+    codes: Tuple[str, ...] = ()
+    info: str = ""
+    nic: Optional[str] = None
+    shown: Tuple[str, Tuple[str, ...], bool] = ("OK", (), False)  # (health, codes, link down) last reported
+    reasons: Set[str] = field(default_factory=set)  # why it was not answered, each reported once
+
+    def signature(self) -> Tuple[str, Tuple[str, ...], bool]:
+        return self.health, tuple(sorted(self.codes)), self.nic == "DOWN"
+
+
+class HealthWatch:
+    """The watch of one agent's NPUs. ``settings``: HostPlan.health_watch; ``ranks``: physical device ->
+    this host's ranks on it; ``env``: the environment the tools run in (the agent's, PATH included)."""
+
+    def __init__(
+        self,
+        settings: Mapping[str, Any],
+        ranks: Mapping[int, Sequence[int]],
+        env: Mapping[str, str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.interval_s = float(settings.get("interval_s") or INTERVAL_S)
+        self.tool_timeout_s = float(settings.get("tool_timeout_s") or TOOL_TIMEOUT_S)
+        wanted = settings.get("devices")
+        devices = sorted(ranks) if wanted is None else [int(d) for d in wanted]
+        self._devices = {d: _Device(d, sorted(ranks.get(d, ()))) for d in devices}
+        self._nics = bool(settings.get("nics"))
+        self._env = dict(env)
+        self._clock = clock
+        self._calls: Dict[int, _Call] = {}  # by pid: started, not yet reaped
+        self._round: Optional[_Round] = None
+        self._next_at = clock()
+        self._checked = False  # the tools were looked for on the PATH
+        self._off = False  # npu-smi is missing: nothing more is asked
+        self._mapped = False  # each device's card and chip are known
+        self._stopped = False
+        self._dir: Optional[str] = None
+        self._serial = 0
+        self._last: Optional[_Round] = None  # the last look at the NPUs of a rank that failed
+        self._looked: Set[int] = set()
+
+    # -- what the agent asks --------------------------------------------------------------------
+
+    def pids(self, table: Optional[Dict[int, procs.ProcInfo]] = None) -> Set[int]:
+        """The calls' pids (children of the agent that are not the job's strays) and, given the process
+        table, everything in their process groups or below them."""
+        own = set(self._calls)
+        if table is None or not own:
+            return own
+        found = set(own) | {pid for pid, info in table.items() if info.pgid in own}
+        for pid in own:
+            found |= procs.descendants(pid, table)
+        return found
+
+    def reaped(self, pid: int, status: int) -> bool:
+        """The agent reaped ``pid``: True when it was one of the watch's calls (its outcome is taken)."""
+        call = self._calls.pop(pid, None)
+        if call is None:
+            return False
+        exit_code, signal_name = procs.decode_status(status)
+        call.popen.returncode = exit_code if signal_name is None else -1  # not left to subprocess's clean-up
+        if not call.finished:
+            call.finished = True
+            self._done(call, self._answer(call, exit_code, signal_name))
+        _remove(call)
+        return True
+
+    def last_look(self, devices: Sequence[int]) -> None:
+        """A rank on these NPUs failed: ask their health now, once, even while the job is being stopped, so
+        that a fault the NPU reports as its rank ends is known (the root cause names it, recovery excludes
+        it) without waiting for the next round. The agent's loop goes on until the answers are in
+        (``looking``), at most ``tool_timeout_s``."""
+        if self._off or not self._mapped or self._last is not None:
+            return
+        wanted = [self._devices[d] for d in devices if d in self._devices and d not in self._looked]
+        calls = [c for c in self._chip_calls() if c[1] in {d.device for d in wanted}]
+        if not calls:
+            return
+        self._looked.update(d.device for d in wanted)
+        self._last = _Round(self._clock(), calls)
+
+    def looking(self) -> bool:
+        """A last look is under way: the agent keeps its loop going until it is answered."""
+        return self._last is not None
+
+    def timeout_s(self) -> Optional[float]:
+        """How long the loop may sleep before the watch needs a turn (None: it needs none)."""
+        if self._last is not None:
+            return 0.0 if self._last.queue else 0.02
+        if self._off or self._stopped:
+            return None
+        if not self._checked:
+            return 0.0
+        dues = [call.deadline for call in self._calls.values() if not call.finished]
+        current = self._round
+        if current is None:
+            dues.append(self._next_at)
+        elif (current.queue and len(self._calls) < WORKERS) or (not current.queue and not current.pending):
+            return 0.0
+        return max(0.0, min(dues) - self._clock()) if dues else None
+
+    def poll(self) -> List[EventData]:
+        """One turn: kill calls out of time, start a round when due and its calls as slots free up, and
+        judge a round whose calls have all ended. Returns the NPU_HEALTH events' data."""
+        events: List[EventData] = self._poll_last()
+        if self._off or self._stopped:
+            return events
+        if not self._checked:
+            events += self._check_tools()
+            if self._off:
+                return events
+        now = self._clock()
+        self._kill_overdue(now)
+        current = self._round
+        if current is None:
+            if now < self._next_at:
+                return events
+            current = self._round = self._begin(now)
+        self._start_queued(current)
+        if not current.queue and not current.pending:
+            events += self._judge(current)
+            self._round = None
+            self._next_at = max(current.started + self.interval_s, self._clock())
+        return events
+
+    def _poll_last(self) -> List[EventData]:
+        last = self._last
+        if last is None:
+            return []
+        self._kill_overdue(self._clock())
+        self._start_queued(last)
+        if last.queue or last.pending:
+            return []
+        self._last = None
+        return self._judge(last, {device for _, device in last.answers})
+
+    def stop(self) -> None:
+        """Ask nothing more (the job is stopping): the round is dropped and its calls killed (a last look
+        goes on); the agent still reaps them."""
+        self._stopped = True
+        self._round = None
+        for pid, call in self._calls.items():
+            if call.round is self._last and self._last is not None:
+                continue
+            call.finished = True
+            procs.kill_group(pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        """Kill what still runs and reap it, waiting CLOSE_REAP_S at most: a call stuck in the driver
+        (uninterruptible) is left to whoever reaps the agent's children next, never waited for."""
+        self._last = None
+        self.stop()
+        deadline = time.monotonic() + CLOSE_REAP_S
+        while self._calls:
+            for pid in list(self._calls):
+                try:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:  # reaped by someone else: its status is lost, not needed
+                    done, status = pid, 0
+                if done == pid:
+                    self.reaped(pid, status)
+            if not self._calls or time.monotonic() >= deadline:
+                break
+            time.sleep(0.005)
+        for call in self._calls.values():
+            debug(__name__, "pid %d (%s) did not end when killed; left behind", call.popen.pid, call.argv[0])
+        if self._dir is not None and not self._calls:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    # -- rounds ---------------------------------------------------------------------------------------
+
+    def _check_tools(self) -> List[EventData]:
+        self._checked = True
+        path = self._env.get("PATH", os.defpath)
+        if shutil.which("npu-smi", path=path) is None:
+            self._off = True
+            return [
+                dict(
+                    self._unanswered(None, "npu-smi is not on the PATH: the NPU health watch cannot run"),
+                    missing="npu-smi",
+                )
+            ]
+        if self._nics and shutil.which("hccn_tool", path=path) is None:
+            self._nics = False
+            why = "hccn_tool is not on the PATH: the NPUs' NIC links are not watched"
+            return [dict(self._unanswered(None, why), missing="hccn_tool")]
+        return []
+
+    def _begin(self, now: float) -> _Round:
+        current = _Round(now, [])
+        if not self._mapped:
+            current.queue.append((MAP, None, ["npu-smi", "info"]))
+        else:
+            current.queue += self._chip_calls()
+        if self._nics:
+            current.queue += [
+                (NIC, device, ["hccn_tool", "-i", str(device), "-link", "-g"]) for device in self._devices
+            ]
+        return current
+
+    def _chip_calls(self) -> List[Tuple[str, Optional[int], List[str]]]:
+        return [
+            (CHIP, d.device, ["npu-smi", "info", "-t", "health", "-i", str(d.npu), "-c", str(d.chip)])
+            for d in self._devices.values()
+            if d.npu is not None
+        ]
+
+    def _start_queued(self, current: _Round) -> None:
+        while current.queue and len(self._calls) < WORKERS:
+            part, device, argv = current.queue.pop(0)
+            current.pending += 1
+            try:
+                self._spawn(part, device, argv, current)
+            except OSError as exc:
+                self._done_answer(current, part, device, _Answer(silent=f"{argv[0]} cannot be run: {exc.strerror}"))
+
+    def _spawn(self, part: str, device: Optional[int], argv: List[str], current: _Round) -> None:
+        if self._dir is None:
+            self._dir = tempfile.mkdtemp(prefix="npulaunch-health-")
+        self._serial += 1
+        out_path = os.path.join(self._dir, "%d.out" % self._serial)
+        err_path = os.path.join(self._dir, "%d.err" % self._serial)
+        popen = procs.spawn(argv, self._dir, self._env, out_path, err_path)
+        deadline = self._clock() + self.tool_timeout_s
+        self._calls[popen.pid] = _Call(part, device, argv, popen, out_path, err_path, deadline, current)
+
+    def _kill_overdue(self, now: float) -> None:
+        for pid, call in self._calls.items():
+            if not call.finished and now >= call.deadline:
+                debug(__name__, "%s did not answer within %g s: SIGKILL", " ".join(call.argv), self.tool_timeout_s)
+                procs.kill_group(pid, signal.SIGKILL)
+                call.finished = True  # still counted among the calls (a slot) until the agent reaps it
+                why = f"{' '.join(call.argv)} did not answer within {self.tool_timeout_s:g} s"
+                self._done(call, _Answer(silent=why))
+
+    def _answer(self, call: _Call, exit_code: Optional[int], signal_name: Optional[str]) -> _Answer:
+        out, err = _read(call.out_path), _read(call.err_path)
+        if exit_code == 0:
+            return _Answer(text=out)
+        lines = (err or out).strip().splitlines()
+        said = lines[-1].strip() if lines else "no output"
+        how = f"exited with {exit_code}" if signal_name is None else f"was killed by {signal_name}"
+        return _Answer(failed=f"{' '.join(call.argv)} {how}: {said}")
+
+    def _done(self, call: _Call, answer: _Answer) -> None:
+        if call.round is not None and (call.round is self._round or call.round is self._last):
+            self._done_answer(call.round, call.part, call.device, answer)
+
+    def _done_answer(self, current: _Round, part: str, device: Optional[int], answer: _Answer) -> None:
+        current.pending -= 1
+        current.answers[(part, device)] = answer
+        if part == MAP:
+            self._map(answer)
+            if self._mapped:
+                current.queue[:0] = self._chip_calls()
+
+    def _map(self, answer: _Answer) -> None:
+        """Each device's card and chip from ``npu-smi info`` (as health.gather: physical ids in listing
+        order, or as ASCEND_VISIBLE_DEVICES or the Phy-ID column say)."""
+        chips = parse_npu_smi_info(answer.text) if answer.text else ()
+        if not chips:
+            return
+        ids = physical_ids(chips, self._env.get(CONTAINER_VISIBLE_VAR))
+        where = {device: chip for device, chip in zip(ids, chips)}
+        for dev in self._devices.values():
+            chip = where.get(dev.device)
+            if chip is not None:
+                dev.npu, dev.chip = chip.npu_id, chip.chip_id
+        self._mapped = True
+
+    # -- judging ------------------------------------------------------------------------------------
+
+    def _judge(self, current: _Round, only: Optional[Set[Optional[int]]] = None) -> List[EventData]:
+        """The round's events: each device's new reasons for not answering, then its change of state
+        (``only``: of these devices, a last look's)."""
+        answers = current.answers
+        mapped = answers.get((MAP, None))
+        answered = any(not (a.failed or a.silent) for (part, _), a in answers.items() if part == CHIP)
+        events: List[EventData] = []
+        for dev in self._devices.values():
+            if only is not None and dev.device not in only:
+                continue
+            why = []
+            chip = answers.get((CHIP, dev.device))
+            if chip is None:
+                why.append(self._not_asked(dev, mapped))
+            else:
+                why.append(self._take_chip(dev, chip, answered))
+            if self._nics:
+                why.append(self._take_nic(dev, answers.get((NIC, dev.device))))
+            for reason in why:
+                if reason and reason not in dev.reasons:
+                    dev.reasons.add(reason)
+                    events.append(self._unanswered(dev, reason))
+            if dev.signature() != dev.shown:
+                dev.shown = dev.signature()
+                events.append(self._state(dev))
+        return events
+
+    def _not_asked(self, dev: _Device, mapped: Optional[_Answer]) -> str:
+        if mapped is not None and (mapped.silent or mapped.failed):
+            return mapped.silent or mapped.failed
+        if mapped is not None and not self._mapped:
+            return "npu-smi info printed no NPU table npulaunch reads"
+        return f"npu-smi info lists no NPU with physical id {dev.device}"
+
+    @staticmethod
+    def _take_chip(dev: _Device, answer: _Answer, others_answered: bool) -> str:
+        """Takes a chip's answer into what is known of it; returns why it was not answered ("" if it was).
+        A call that fails for one chip while others answer is the card's drop: health UNKNOWN (what
+        MindCluster makes of DeviceNotReady, host/npuhealth.py CARD_DROP_CODE)."""
+        if answer.silent or (answer.failed and not others_answered):
+            return answer.silent or answer.failed
+        if answer.failed:
+            dev.health, dev.codes, dev.info = "UNKNOWN", (), f"npu-smi failed for this NPU alone: {answer.failed}"
+            return ""
+        health, code, info = parse_npu_health(answer.text)
+        if health is None:
+            first = answer.text.strip().splitlines()[0] if answer.text.strip() else "nothing"
+            return f"npu-smi info -t health -i {dev.npu} -c {dev.chip} printed {first!r}, not a format npulaunch reads"
+        dev.health, dev.codes, dev.info = health, npuhealth.split_codes(code), info
+        return ""
+
+    @staticmethod
+    def _take_nic(dev: _Device, answer: Optional[_Answer]) -> str:
+        if answer is None:
+            return ""
+        if answer.silent or answer.failed:
+            return answer.silent or answer.failed
+        link = parse_link(answer.text)
+        if link is None:
+            first = answer.text.strip().splitlines()[0] if answer.text.strip() else "nothing"
+            return f"hccn_tool -i {dev.device} -link -g printed {first!r}, not a format npulaunch reads"
+        dev.nic = link
+        return ""
+
+    def _state(self, dev: _Device) -> EventData:
+        verdict = npuhealth.judge_link(npuhealth.judge_chip(dev.health, dev.codes), dev.nic)
+        return {
+            "device": dev.device,
+            "npu": dev.npu,
+            "chip": dev.chip,
+            "health": dev.health,
+            "codes": list(verdict.codes),
+            "levels": dict(verdict.levels),
+            "level": verdict.level,
+            "action": verdict.action,
+            "info": dev.info,
+            "ranks": list(dev.ranks),
+            "nic": dev.nic,
+            "unanswered": None,
+        }
+
+    def _unanswered(self, dev: Optional[_Device], why: str) -> EventData:
+        """Not answered: nothing is known, nothing changes of what was known. ``dev`` None: about the whole
+        watch (a tool it needs is missing)."""
+        ranks = dev.ranks if dev is not None else sorted(r for d in self._devices.values() for r in d.ranks)
+        return {
+            "device": None if dev is None else dev.device,
+            "npu": None if dev is None else dev.npu,
+            "chip": None if dev is None else dev.chip,
+            "health": None,
+            "codes": [],
+            "levels": {},
+            "level": None,
+            "action": npuhealth.UNKNOWN,
+            "info": "",
+            "ranks": list(ranks),
+            "nic": None,
+            "unanswered": why,
+        }
+
+
+def _remove(call: _Call) -> None:
+    for path in (call.out_path, call.err_path):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(OUTPUT_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return ""

@@ -1,0 +1,268 @@
+"""The live NPU health watch (host/agent/healthwatch.py) in a real agent with real ranks and the stand-in
+npu-smi / hccn_tool, whose faults file changes while the job runs; and the one judgement of an NPU's
+facts (host/npuhealth.py) it shares with the pre-start check."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import pytest
+from helpers import STANDINS, base_env, host_plan, marked_pids
+
+from npulaunch.host import npuhealth
+from npulaunch.host.agent.agent import Agent
+from npulaunch.host.cann.catalog import FAULT_LEVELS
+from npulaunch.host.events import Event, EventKind
+from npulaunch.host.spec import HostPlan
+
+WATCH = {"interval_s": 0.2, "tool_timeout_s": 5.0, "devices": [0, 1, 2, 3], "nics": False}
+
+
+class Run:
+    """An agent of 4 hanging ranks (devices 0-3) driven one turn at a time, its events kept."""
+
+    def __init__(
+        self, tmp_path: Path, marker: str, env: Dict[str, str], watch: Dict[str, Any], *rank_args: str, grace=2.0
+    ) -> None:
+        plan = host_plan(tmp_path, marker, *(rank_args or ("*=hang",)), ranks=4, grace=grace)
+        self.events: List[Event] = []
+        # the tools run in the agent's environment: the marker in it proves no call outlives the test
+        self.agent = Agent(
+            replace(plan, health_watch=watch),
+            self.events.append,
+            lambda *a: None,
+            base_env=dict(env, NPLTEST_MARKER=marker),
+        )
+        self.agent.start()
+
+    def health(self) -> List[Dict[str, Any]]:
+        return [e.data for e in self.events if e.kind is EventKind.NPU_HEALTH]
+
+    def turn_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.agent.step(0.05)
+            if predicate():
+                return True
+        return predicate()
+
+    def stop(self) -> float:
+        """Stop the job; how long until every rank had ended."""
+        started = time.monotonic()
+        self.agent.stop("test")
+        while self.agent.step(0.05):
+            pass
+        took = time.monotonic() - started
+        self.agent.finish()
+        return took
+
+
+def tools_env(**extra: str) -> Dict[str, str]:
+    return base_env(extra, standins=True)
+
+
+def test_faults_that_appear_mid_run_are_one_event_each_and_only_on_the_jobs_npus(tmp_path: Path, marker: str) -> None:
+    faults = tmp_path / "faults"
+    faults.write_text("# nothing yet\n")
+    run = Run(tmp_path, marker, tools_env(NPU_STANDIN_FAULTS=str(faults)), WATCH)
+    try:
+        assert not run.turn_until(lambda: bool(run.health()), 0.6)  # healthy: nothing said
+        faults.write_text("2 Alarm 80E01801\n1 Warning 80E18401  # HBM isolation lines\n6 Critical 80E01801\n")
+        assert run.turn_until(lambda: len(run.health()) >= 2, 3.0)
+        run.turn_until(lambda: False, 1.0)  # five more rounds: nothing new
+        by_device = {data["device"]: data for data in run.health()}
+        assert sorted(by_device) == [1, 2] and len(run.health()) == 2  # NPU 6 is no NPU of the job
+        assert by_device[2] == {
+            "device": 2,
+            "npu": 2,
+            "chip": 0,
+            "health": "Alarm",
+            "codes": ["80E01801"],
+            "levels": {"80E01801": FAULT_LEVELS["80E01801"]},
+            "level": "RestartBusiness",
+            "action": "reschedule",
+            "info": "Multi-bit ECC error when accessing HBM",
+            "ranks": [2],
+            "nic": None,
+            "unanswered": None,
+        }
+        assert (by_device[1]["level"], by_device[1]["action"], by_device[1]["ranks"]) == (
+            "NotHandleFault",
+            "report",
+            [1],
+        )
+        assert all(e.host == "localhost" and e.rank is None for e in run.events if e.kind is EventKind.NPU_HEALTH)
+        faults.write_text("2 Alarm 80E01801 8C03A000\n")  # another code: a change; device 1 recovered
+        assert run.turn_until(lambda: len(run.health()) >= 4, 3.0)
+        changes = {data["device"]: data for data in run.health()[2:]}
+        assert (changes[1]["health"], changes[1]["action"], changes[1]["level"]) == ("OK", "none", "NormalNPU")
+        assert (changes[2]["codes"], changes[2]["level"]) == (["80E01801", "8C03A000"], "RestartNPU")
+    finally:
+        run.stop()
+    assert not marked_pids(marker)
+
+
+def test_a_hung_npu_smi_is_reported_once_per_npu_and_never_holds_up_the_agent(tmp_path: Path, marker: str) -> None:
+    watch = dict(WATCH, tool_timeout_s=1.0)
+    run = Run(tmp_path, marker, tools_env(NPU_STANDIN_HANG="health"), watch, "0=exit:3@0.4", "*=hang")
+    try:
+        # rank 0 exits while every health call hangs: reaped and reported at once all the same
+        assert run.turn_until(lambda: any(e.kind is EventKind.RANK_EXITED for e in run.events), 2.0)
+        exited = next(e for e in run.events if e.kind is EventKind.RANK_EXITED)
+        assert exited.data["exit_code"] == 3 and exited.data["duration_s"] < 0.9
+        assert run.turn_until(lambda: len(run.health()) >= 4, 3.0)
+        run.turn_until(lambda: False, 1.5)  # a second round of hung calls: no new reason, nothing said
+        unanswered = run.health()
+        assert sorted(data["device"] for data in unanswered) == [0, 1, 2, 3]
+        for data in unanswered:
+            assert (data["health"], data["action"], data["level"]) == (None, "unknown", None)
+            assert data["unanswered"] == f"npu-smi info -t health -i {data['device']} -c 0 did not answer within 1 s"
+        assert any("npu-smi" in " ".join(p.cmdline()) for p in _children())  # a round is hanging now
+    finally:
+        took = run.stop()
+    assert took < 1.0  # the grace period is 2 s; the ranks end at SIGTERM and nothing waits on npu-smi
+    assert not [p for p in _children() if "npu-smi" in " ".join(p.cmdline())]
+    assert not marked_pids(marker)
+
+
+def _children() -> List[Any]:
+    import psutil
+
+    return [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_without_npu_smi_one_event_says_why_and_nothing_more(tmp_path: Path, marker: str) -> None:
+    run = Run(tmp_path, marker, base_env(), dict(WATCH, nics=True))
+    try:
+        run.turn_until(lambda: False, 0.8)
+    finally:
+        run.stop()
+    assert run.health() == [
+        {
+            "device": None,
+            "npu": None,
+            "chip": None,
+            "health": None,
+            "codes": [],
+            "levels": {},
+            "level": None,
+            "action": "unknown",
+            "info": "",
+            "ranks": [0, 1, 2, 3],
+            "nic": None,
+            "unanswered": "npu-smi is not on the PATH: the NPU health watch cannot run",
+            "missing": "npu-smi",  # the supervisor says nothing of it: a host without NPU software
+        }
+    ]
+
+
+def test_a_job_npus_link_going_down_across_hosts_means_rescheduling(tmp_path: Path, marker: str) -> None:
+    links = tmp_path / "links"
+    links.write_text("")
+    run = Run(tmp_path, marker, tools_env(HCCN_STANDIN_FAULTS=str(links)), dict(WATCH, nics=True))
+    try:
+        assert not run.turn_until(lambda: bool(run.health()), 0.6)
+        links.write_text("3 link DOWN\n")
+        assert run.turn_until(lambda: bool(run.health()), 3.0)
+        links.write_text("")
+        assert run.turn_until(lambda: len(run.health()) >= 2, 3.0)
+    finally:
+        run.stop()
+    down, up = run.health()
+    assert (down["device"], down["nic"], down["health"], down["level"], down["action"]) == (
+        3,
+        "DOWN",
+        "OK",
+        npuhealth.LINK_DOWN,
+        "reschedule",
+    )
+    assert (up["device"], up["nic"], up["action"]) == (3, "UP", "none")
+
+
+def test_npu_smi_failing_for_one_chip_while_the_others_answer_is_a_card_drop(tmp_path: Path, marker: str) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / "npu-smi"  # "-i 1" fails as a card that dropped off the bus would; the rest is the stand-in
+    fake.write_text(
+        '#!/bin/sh\ncase " $* " in *" -t health -i 1 "*) echo "dcmi get device health failed, ret = -8012" >&2; '
+        f'exit 255;; esac\nexec {STANDINS / "npu-smi"} "$@"\n'
+    )
+    fake.chmod(0o755)
+    env = tools_env()
+    env["PATH"] = f"{tools}:{env['PATH']}"
+    run = Run(tmp_path, marker, env, WATCH)
+    try:
+        assert run.turn_until(lambda: bool(run.health()), 3.0)
+        run.turn_until(lambda: False, 0.6)
+    finally:
+        run.stop()
+    [dropped] = run.health()
+    assert (dropped["device"], dropped["health"], dropped["codes"]) == (1, "UNKNOWN", [npuhealth.CARD_DROP_CODE])
+    assert (dropped["level"], dropped["action"]) == (FAULT_LEVELS["40F84E00"], "reschedule")
+    assert "ret = -8012" in dropped["info"]
+
+
+# -- the judgement (host/npuhealth.py) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "health, codes, level, action",
+    [
+        ("OK", [], "NormalNPU", "none"),
+        ("Alarm", ["A4025021", "8C03A000", "8C084E00"], "RestartNPU", "reschedule"),  # mind-cluster's fixture
+        ("Alarm", ["0x80e01801"], "RestartBusiness", "reschedule"),
+        ("Warning", ["80E18401"], "NotHandleFault", "report"),
+        ("Warning", ["80E18405"], "SubHealthFault", "report"),
+        ("Warning", ["8118043C", "80E01801"], "PreSeparateNPU", "pre_separate"),  # PreSeparate > RestartBusiness
+        ("Critical", ["DEADBEEF"], "SeparateNPU", "reschedule"),  # a code faultCode.json does not list
+        ("UNKNOWN", [], "RestartNPU", "reschedule"),  # the card-drop code
+        ("Warning", [], "NotHandleFault", "report"),  # no code: the health's severity
+        ("Alarm", [], "SeparateNPU", "reschedule"),
+        ("Critical", [], "SeparateNPU", "reschedule"),
+        (None, [], None, "unknown"),
+    ],
+)
+def test_judge_chip(health: Optional[str], codes: List[str], level: Optional[str], action: str) -> None:
+    verdict = npuhealth.judge_chip(health, codes)
+    assert (verdict.level, verdict.action) == (level, action)
+
+
+def test_the_verdicts_codes_and_levels() -> None:
+    verdict = npuhealth.judge_chip("UNKNOWN", [])
+    assert verdict.codes == ("40F84E00",) and verdict.levels == {"40F84E00": FAULT_LEVELS["40F84E00"]}
+    verdict = npuhealth.judge_chip("Alarm", ["a4025021", "8C03A000", "NA", "8C03A000"])
+    assert verdict.codes == ("A4025021", "8C03A000")
+    assert (
+        verdict.describe() == "most severe RestartNPU (8C03A000), MindCluster: isolate the chip and reschedule the job"
+    )
+
+
+def test_most_severe_follows_mindclusters_order() -> None:
+    assert npuhealth.most_severe([]) == "NormalNPU"
+    assert npuhealth.most_severe(["NotHandleFault", "RestartRequest", "SubHealthFault"]) == "RestartRequest"
+    assert npuhealth.most_severe(["RestartNPU", "PreSeparateNPU"]) == "PreSeparateNPU"
+    assert npuhealth.most_severe(["ManuallySeparateNPU", "SeparateNPU"]) == "ManuallySeparateNPU"
+    assert npuhealth.most_severe(["no such level", "RestartNPU"]) == "SeparateNPU"
+    assert list(npuhealth.ACTIONS) == list(npuhealth.SEVERITY)  # every level has its action
+
+
+def test_a_down_link_reschedules_and_keeps_a_worse_chip_level() -> None:
+    ok = npuhealth.judge_chip("OK", [])
+    assert npuhealth.judge_link(ok, "UP") == ok and npuhealth.judge_link(ok, None) == ok
+    down = npuhealth.judge_link(ok, "DOWN")
+    assert (down.level, down.action) == (npuhealth.LINK_DOWN, "reschedule")
+    chip = npuhealth.judge_chip("Alarm", ["8C03A000"])
+    assert npuhealth.judge_link(chip, "DOWN") == chip
+    pre = npuhealth.judge_link(npuhealth.judge_chip("Warning", ["8118043C"]), "DOWN")
+    assert (pre.level, pre.action, pre.codes) == (npuhealth.LINK_DOWN, "reschedule", ("8118043C",))
+
+
+def test_health_watch_round_trips_in_the_host_plan(tmp_path: Path, marker: str) -> None:
+    plan = replace(host_plan(tmp_path, marker, "*=ok"), health_watch=dict(WATCH, nics=True))
+    assert HostPlan.from_dict(plan.to_dict()) == plan
+    old = plan.to_dict()
+    del old["health_watch"]  # a plan written before the watch existed
+    assert HostPlan.from_dict(old).health_watch is None

@@ -1,0 +1,232 @@
+"""Recovery from an NPU fault on this host, with real rank processes and the npu-smi stand-in: mid-run the
+stand-in reports a fault code on one NPU; the health watch sees it, npulaunch stops every rank, excludes
+the NPU, puts its rank on the spare NPU, gives every rank's checkpoint directory (keyed by device id, as
+ModelZoo's scripts key it) the newest complete checkpoint, and the job ends with every rank at the final
+step with the same weights. Without a spare the job stops with a report of what was excluded and what
+would have fitted; with ``recovery.shrink`` it goes on smaller. A fault on an NPU the job does not use,
+and a NotHandleFault code, change nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+from helpers import ROOT, TESTS, run_cli
+
+RANK = TESTS / "ranks" / "rank.py"
+FINAL = 40
+
+
+def job(tmp_path: Path, devices: str, extra: str = "", final: int = FINAL) -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        f"job:\n  command: [{sys.executable}, {RANK}, '*=train:{final}']\n  log_dir: {tmp_path / 'logs'}\n"
+        f"  id: rec\n  grace_period_s: 2\n"
+        f"rank_table: none\n"
+        f"hosts:\n  - host: localhost\n    {devices}\n"
+        "env: {CKPT_DIR: 'out/{device_id}/ckpt', CKPT_EVERY: '5', TRAIN_STEP_S: '0.05'}\n"
+        "monitor: {health_interval_s: 0.3}\n"
+        f"recovery:\n  checkpoint_dir: out/{{device_id}}/ckpt\n{extra}"
+    )
+    return path
+
+
+def fault_when(tmp_path: Path, faults: Path, line: str, step: int = 12) -> threading.Thread:
+    """Write ``line`` to the stand-in's faults file once rank 0 of the first attempt printed ``step`` (a job
+    without spares is not planned for recovery: its ranks' directories are not in attempt-1/)."""
+    logs = [tmp_path / "logs" / "rec" / where / "rank-0" / "stdout.log" for where in ("attempt-1", "")]
+
+    def wait() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if any(log.exists() and f"step {step}\n" in log.read_text() for log in logs):
+                faults.write_text(line + "\n")
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    return thread
+
+
+def run(tmp_path: Path, marker: str, yaml: Path, faults: Path, timeout: float = 90):
+    return run_cli(
+        "run",
+        str(yaml),
+        standins=True,
+        cwd=tmp_path,
+        env={"NPLTEST_MARKER": marker, "NPU_STANDIN_FAULTS": str(faults)},
+        timeout=timeout,
+    )
+
+
+def summary(tmp_path: Path) -> Dict:
+    return json.loads((tmp_path / "logs" / "rec" / "summary.json").read_text())
+
+
+def finals(tmp_path: Path, attempt: int) -> Dict[int, List[float]]:
+    found = {}
+    for rank_dir in sorted((tmp_path / "logs" / "rec" / f"attempt-{attempt}").glob("rank-*")):
+        text = (rank_dir / "stdout.log").read_text()
+        line = next((x for x in text.splitlines() if x.startswith("final step ")), None)
+        if line is not None:
+            found[int(rank_dir.name[5:])] = (int(line.split()[2]), json.loads(line.split(" w ", 1)[1]))
+    return found
+
+
+def test_an_npu_fault_moves_its_rank_to_the_spare_and_every_rank_resumes(tmp_path: Path, marker: str) -> None:
+    faults = tmp_path / "faults"
+    faults.write_text("")
+    yaml = job(tmp_path, "devices: [0, 1, 2, 3]\n    spare_devices: [4]")
+    fault_when(tmp_path, faults, "2 Alarm 80E01801")
+    result = run(tmp_path, marker, yaml, faults)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout + result.stderr
+    assert "NPU fault on localhost NPU 2" in out and "80E01801" in out
+    assert "excluded localhost NPU 2" in out
+    data = summary(tmp_path)
+    first, second = data["attempts"]
+    assert first["status"] == "failed" and first["then"] == "recovered"
+    assert first["root_cause"]["cls"] == "npu_fault" and first["root_cause"]["code"] == "80E01801"
+    assert first["excluded"][0]["device"] == 2 and first["excluded"][0]["level"] == "RestartBusiness"
+    assert first["devices"] == {"localhost": [0, 1, 2, 3]}
+    assert second["devices"] == {"localhost": [0, 1, 4, 3]}  # rank 2 on the spare, the others where they were
+    assert second["status"] == "succeeded"
+    step = second["resumed"]["step"]
+    assert step is not None and step >= 10 and step % 5 == 0
+    assert first["steps_lost"] == first["last_step"] - step
+    ended = finals(tmp_path, 2)
+    assert sorted(ended) == [0, 1, 2, 3]
+    assert {s for s, _ in ended.values()} == {FINAL}
+    assert len({json.dumps(w) for _, w in ended.values()}) == 1  # the same weights on every rank
+    assert ended[0][1] == [float(sum(range(1, FINAL + 1)))] * 4
+    resumed = (tmp_path / "logs" / "rec" / "attempt-2" / "rank-2" / "stdout.log").read_text()
+    assert f"resumed from {tmp_path}/out/4/ckpt/" in resumed  # the spare's directory was given the checkpoint
+    assert f"every rank resumes from step {step}" in out
+
+
+def test_without_a_spare_the_job_stops_with_what_was_excluded_and_what_would_fit(tmp_path: Path, marker: str) -> None:
+    faults = tmp_path / "faults"
+    faults.write_text("")
+    yaml = job(tmp_path, "devices: [0, 1, 2, 3]\n    spare_devices: []")
+    fault_when(tmp_path, faults, "1 Critical 80E01801")
+    result = run(tmp_path, marker, yaml, faults)
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = result.stdout + result.stderr
+    assert "no spare fits in place of what was excluded" in out
+    assert "excluded: localhost NPU 1: NPU fault 80E01801 (RestartBusiness)" in out
+    assert "would have fitted: a spare NPU in spare_devices of this host" in out
+    assert "with recovery.shrink: {min_ranks: 3}" in out
+    assert not (tmp_path / "logs" / "rec" / "attempt-2").exists()
+    assert summary(tmp_path)["root_cause"]["cls"] == "npu_fault"
+
+
+def test_shrink_goes_on_with_the_ranks_left(tmp_path: Path, marker: str) -> None:
+    faults = tmp_path / "faults"
+    faults.write_text("")
+    yaml = job(tmp_path, "devices: [0, 1, 2, 3]\n    spare_devices: []", "  shrink: {min_ranks: 2}\n")
+    fault_when(tmp_path, faults, "3 Alarm 80E01801")
+    result = run(tmp_path, marker, yaml, faults)
+    assert result.returncode == 0, result.stdout + result.stderr
+    second = summary(tmp_path)["attempts"][1]
+    assert second["devices"] == {"localhost": [0, 1, 2]}
+    ended = finals(tmp_path, 2)
+    assert sorted(ended) == [0, 1, 2] and {s for s, _ in ended.values()} == {FINAL}
+
+
+@pytest.mark.parametrize(
+    "line, why",
+    [("6 Critical 80E01801", "an NPU the job does not use"), ("1 OK 80B18009", "a NotHandleFault code")],
+)
+def test_faults_that_change_nothing(tmp_path: Path, marker: str, line: str, why: str) -> None:
+    faults = tmp_path / "faults"
+    faults.write_text("")
+    yaml = job(tmp_path, "devices: [0, 1, 2, 3]\n    spare_devices: [4]", final=20)
+    fault_when(tmp_path, faults, line, step=5)
+    result = run(tmp_path, marker, yaml, faults)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not (tmp_path / "logs" / "rec" / "attempt-2").exists(), why
+    assert "NPU fault" not in result.stdout + result.stderr
+    ended: Optional[Dict] = finals(tmp_path, 1)
+    assert ended and {s for s, _ in ended.values()} == {20}
+
+
+def test_real_tensorflow_training_recovers_to_identical_weights(tmp_path: Path, marker: str) -> None:
+    """The main job's kind (examples/tf_train.py, TensorFlow collectives on the CPU) with the recovery
+    example's settings: a fault on NPU 2 mid-run, the job ends on NPUs 0, 1, 4, 3 with every rank at the
+    final step, resumed from the same checkpoint, with identical weights."""
+    config = (ROOT / "cluster_configs" / "local-4-recovery.yaml").read_text()
+    config = config.replace("workdir: ..", f"workdir: {tmp_path}").replace(
+        "log_dir: ../npulaunch-logs", f"log_dir: {tmp_path / 'logs'}"
+    )
+    config = config.replace("examples/tf_train.py", str(ROOT / "examples" / "tf_train.py")).replace(
+        "python3,", f"{sys.executable},"
+    )
+    config = config.replace('"300"', '"120"').replace("health_interval_s: 1 ", "health_interval_s: 0.3 ")
+    yaml = tmp_path / "recover.yaml"
+    yaml.write_text(config)
+    faults = tmp_path / "faults"
+    faults.write_text("")
+    log = tmp_path / "logs" / "rec" / "attempt-1" / "rank-0" / "stdout.log"
+
+    def inject() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if log.exists() and "step 50/120" in log.read_text():
+                faults.write_text("2 Alarm 80E01801\n")
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=inject, daemon=True).start()
+    result = run_cli(
+        "run",
+        str(yaml),
+        "--job-id",
+        "rec",
+        standins=True,
+        env={"NPLTEST_MARKER": marker, "NPU_STANDIN_FAULTS": str(faults)},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = summary(tmp_path)
+    first, second = data["attempts"]
+    assert first["then"] == "recovered" and first["excluded"][0]["device"] == 2
+    assert second["devices"] == {"localhost": [0, 1, 4, 3]}
+    step = second["resumed"]["step"]
+    assert step in (40, 60, 80, 100)
+    weights = []
+    for rank in range(4):
+        assert f"rank {rank}: weights identical on all 4 ranks: yes" in result.stdout
+        rank_dir = tmp_path / "logs" / "rec" / "attempt-2" / f"rank-{rank}"
+        text = (rank_dir / "stdout.log").read_text()
+        assert f"rank {rank} resumed from " in text and f"at step {step}" in text
+        assert "step 120/120" in text
+        weights.append(json.loads((rank_dir / "weights.json").read_text()))
+    assert weights[1:] == weights[:1] * 3
+    assert (tmp_path / "output" / "4" / "ckpt" / "checkpoint").exists()  # the spare's directory, given the checkpoint
+
+
+def test_a_rank_that_dies_as_its_npu_fails_has_the_npu_fault_as_root_cause(tmp_path: Path, marker: str) -> None:
+    """Rank 1 exits 1 at the moment its NPU starts reporting 80E01801; the health watch's next round is 30 s
+    away, but the agent takes a last look at a failed rank's NPU: the root cause is the NPU fault, and the
+    job recovers on the spare."""
+    faults = tmp_path / "faults"
+    faults.write_text("")
+    yaml = job(tmp_path, "devices: [0, 1, 2, 3]\n    spare_devices: [4]", final=30)
+    yaml.write_text(
+        yaml.read_text()
+        .replace("health_interval_s: 0.3", "health_interval_s: 30")
+        .replace("TRAIN_STEP_S: '0.05'}", "TRAIN_STEP_S: '0.05', FAULT_AT: '1:12:1 Alarm 80E01801'}")
+    )
+    result = run(tmp_path, marker, yaml, faults)
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, second = summary(tmp_path)["attempts"]
+    assert first["root_cause"] == {"rank": 1, "cls": "npu_fault", "code": "80E01801", "retryable": False}
+    assert second["devices"] == {"localhost": [0, 4, 2, 3]}
+    assert second["resumed"]["step"] == 10
+    assert {s for s, _ in finals(tmp_path, 2).values()} == {30}
