@@ -112,7 +112,12 @@ def _with_devices(host: HostConfig, devices: Tuple[int, ...]) -> HostConfig:
         by_device = dict(zip(host.devices, host.device_ips))
         if all(d in by_device for d in devices):
             ips = tuple(by_device[d] for d in devices)
-    return replace(host, devices=devices, device_ips=ips)
+    # a spare the command line asks to use is a spare no more (the flag wins, as it does over devices)
+    spare = tuple(d for d in host.spare_devices if d not in devices)
+    spare_ips = host.spare_device_ips
+    if spare_ips is not None and spare != host.spare_devices:
+        spare_ips = tuple(ip for d, ip in zip(host.spare_devices, spare_ips) if d in spare)
+    return replace(host, devices=devices, device_ips=ips, spare_devices=spare, spare_device_ips=spare_ips)
 
 
 def _check_command(command: Tuple[str, ...]) -> None:

@@ -136,7 +136,7 @@ def parse_session_options(check: Checker, value: Any) -> Dict[str, Any]:
 
 
 MONITOR_KEYS = ("hang_timeout_s", "startup_timeout_s", "patterns", "progress_regex", "health_interval_s")
-DEFAULT_HEALTH_INTERVAL_S = 30.0  # the live NPU health watch (host/agent/healthwatch.py); 0 turns it off
+DEFAULT_HEALTH_INTERVAL_S = 30.0  # the live NPU health watch (host/health/watch.py); 0 turns it off
 PATTERN_KEYS = ("name", "pattern", "class", "kind", "retryable", "hint", "code")
 
 

@@ -9,9 +9,9 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from npulaunch.host.agent.procs import start_ticks
 from npulaunch.host.errors import UsageError
 from npulaunch.host.files import read_json
+from npulaunch.host.procs import start_ticks
 from npulaunch.plan.layout import JobLayout
 
 
@@ -32,7 +32,7 @@ def launcher_state(layout: JobLayout) -> LauncherState:
     uuid in their environment)."""
     import time
 
-    from npulaunch.host.agent.procs import boot_id, marked_processes
+    from npulaunch.host.procs import boot_id, marked_processes
 
     try:
         record = read_json(layout.launcher_path)

@@ -13,10 +13,10 @@ from typing import Optional, Sequence, Tuple
 from npulaunch.diagnose import rootcause
 from npulaunch.diagnose.rootcause import HOST_LOST, NPU_FAULT, RootCause
 from npulaunch.diagnose.summary import FailureReport, JobInfo, JobStatus, JobSummary, RankSummary
-from npulaunch.host.agent.tail import last_lines
 from npulaunch.host.events import Event
 from npulaunch.host.lazyre import lazy_re
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
+from npulaunch.host.tail import last_lines
 from npulaunch.plan.launchplan import LaunchPlan
 
 LAST_LINES = 10

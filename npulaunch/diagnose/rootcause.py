@@ -77,7 +77,7 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
     return hardware or software
 
 
-NPU_FAULT = "npu_fault"  # the failure class of a fault the NPU health watch saw (host/agent/healthwatch.py)
+NPU_FAULT = "npu_fault"  # the failure class of a fault the NPU health watch saw (host/health/watch.py)
 HOST_LOST = "host_lost"  # a host whose agent went away (SSH connection closed, host unreachable)
 
 

@@ -29,7 +29,7 @@ class EventKind(str, Enum):
     AGENT_LOST = "agent_lost"
     PREFLIGHT_WARNING = "preflight_warning"
     PROGRESS = "progress"  # a rank's output so far (lines, step): its first line, then now and then
-    NPU_HEALTH = "npu_health"  # a watched NPU's health changed, or could not be asked (host/agent/healthwatch.py)
+    NPU_HEALTH = "npu_health"  # a watched NPU's health changed, or could not be asked (host/health/watch.py)
     JOB_FINISHED = "job_finished"
 
 

@@ -123,7 +123,7 @@ class HostPlan:
     progress_regex: str = ""  # when set, only lines matching it (and heartbeats) count as progress
     rank_table: Optional[Dict[str, Any]] = None  # written by the agent at rank_table_path when missing
     rank_table_path: Optional[str] = None
-    # the live NPU health watch (host/agent/healthwatch.py): {"interval_s": float, "tool_timeout_s": float,
+    # the live NPU health watch (host/health/watch.py): {"interval_s": float, "tool_timeout_s": float,
     # "devices": [physical ids], "nics": bool (the NICs' links too: a job across hosts)}; None = off
     health_watch: Optional[Dict[str, Any]] = None
 

@@ -45,7 +45,7 @@ def _stop_leftovers(pids: Tuple[int, ...], grace_s: float = 5.0) -> str:
     """SIGTERM what a dead launcher left behind, SIGKILL what is still there after ``grace_s``."""
     import time
 
-    from npulaunch.host.agent.procs import alive, kill_pids
+    from npulaunch.host.procs import alive, kill_pids
 
     kill_pids(pids, signal.SIGTERM)
     deadline = time.monotonic() + grace_s

@@ -94,7 +94,7 @@ def write_launcher(layout: JobLayout) -> None:
     wall-clock start. What ``npulaunch stop`` signals and ``status`` checks (launch/control.py)."""
     import time
 
-    from npulaunch.host.agent.procs import boot_id, start_ticks
+    from npulaunch.host.procs import boot_id, start_ticks
 
     record = {
         "pid": os.getpid(),

@@ -9,9 +9,9 @@ from collections import deque
 from typing import Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.host.agent.agent import Agent
-from npulaunch.host.agent.tail import count_lines
 from npulaunch.host.records import AgentOutcome
 from npulaunch.host.spec import HostPlan, RankSpec
+from npulaunch.host.tail import count_lines
 from npulaunch.launch.runner import Item, RankOutput
 
 MAX_PENDING_BYTES = 4 << 20  # rank output waiting for the supervisor; beyond, it is counted, not kept

@@ -4,7 +4,7 @@ exclude (the NPU, or the whole host when it was lost), so that the next attempt 
 
 What counts, as MindCluster's default rescheduling mode has it (Ascend/mind-cluster
 docs/en/scheduling/api/ascend_device_plugin.md, "Custom Chip Faults", Table 1): an NPU whose fault level
-is RestartRequest up to SeparateNPU (the health watch's action "reschedule", host/npuhealth.py); a lost
+is RestartRequest up to SeparateNPU (the health watch's action "reschedule", host/health/judge.py); a lost
 host (its SSH connection or agent gone); a rank failure the diagnosis files under a device fault
 (host/cann/knowledge.py DEVICE_FAULT_CLASSES). PreSeparateNPU NPUs are excluded from the next placement
 without stopping the job. ClusterD's rule is kept: the same code on several NPUs within 30 s is taken for

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 class RankOutput(NamedTuple):
     """A block of whole lines one rank printed on one stream (``stdout`` or ``stderr``), as bytes
-    (host/agent/tail.py)."""
+    (host/tail.py)."""
 
     spec: RankSpec
     stream: str

@@ -1,4 +1,4 @@
-"""Judging every host's NPU health facts (host/agent/health.py gathers them in the preflight probe)
+"""Judging every host's NPU health facts (host/health/gather.py gathers them in the preflight probe)
 together, before anything starts: chip health, devices another process holds, each NPU NIC (link, net
 health, address against the rank table's device_ip, /etc/hccn.conf), TLS the same on every NPU, CANN
 toolkit / driver / firmware versions the same on every host, and the host side of HCCL (HCCL_IF_IP,
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, HostConfig, RankTableMode
-from npulaunch.host.agent.healthparse import NET_HEALTH_BAD, NET_HEALTH_GOOD
-from npulaunch.host.npuhealth import is_fatal, judge_chip, split_codes
+from npulaunch.host.health.judge import is_fatal, judge_chip, split_codes
+from npulaunch.host.health.parse import NET_HEALTH_BAD, NET_HEALTH_GOOD
 from npulaunch.plan.findings import Finding, Severity, compact
 from npulaunch.plan.netcheck import host_nics, subnet_findings
 
@@ -120,7 +120,7 @@ def _tools(host: str, health: Mapping[str, Any], nics_asked: bool) -> List[Findi
 
 
 def _chips(host: str, health: Mapping[str, Any]) -> List[Finding]:
-    """Each chip judged as the live watch judges it (host/npuhealth.py): MindCluster's level of its error
+    """Each chip judged as the live watch judges it (host/health/judge.py): MindCluster's level of its error
     codes (of its health when it lists none) decides fatal (the chip would be isolated, or nothing new
     scheduled on it) or a warning (NotHandleFault, SubHealthFault)."""
     found = []

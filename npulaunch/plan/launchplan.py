@@ -145,7 +145,7 @@ class LaunchPlan:
         )
 
     def health_watch(self, node_rank: int) -> Optional[Dict[str, Any]]:
-        """What one host's agent watches of its NPUs while the job runs (host/agent/healthwatch.py)."""
+        """What one host's agent watches of its NPUs while the job runs (host/health/watch.py)."""
         if self.health_interval_s <= 0:
             return None
         devices = sorted({r.device_id for r in self.ranks if r.node_rank == node_rank})

@@ -14,9 +14,9 @@ from typing import BinaryIO, Deque, Dict, Optional, Set, Tuple, Union
 
 from npulaunch.config.cluster import ConsoleMode
 from npulaunch.diagnose.summary import JobSummary
-from npulaunch.host.agent.tail import Block, count_lines, is_progress, split_lines
 from npulaunch.host.events import Event
 from npulaunch.host.spec import RankSpec
+from npulaunch.host.tail import Block, count_lines, is_progress, split_lines
 from npulaunch.views.reporttext import render_report
 
 Buffer = Union[bytes, memoryview]

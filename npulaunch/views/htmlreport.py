@@ -11,7 +11,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from npulaunch.diagnose.rootcause import ranks_word
-from npulaunch.diagnose.summary import JobStatus, JobSummary
+from npulaunch.diagnose.summary import AttemptRecord, JobStatus, JobSummary
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.records import RankState
 from npulaunch.views.reporttext import code_lines
@@ -58,9 +58,9 @@ def render_html(summary: JobSummary, events: Sequence[Event], plan: Optional[Dic
         f"<style>{_CSS}</style></head><body>",
         f"<h1>job {_e(job.job_id)} <span class='status {_e(job.status.value)}'>{_e(job.status.value)}</span></h1>",
         _brief(summary, plan),
+        _attempts(summary),
         _timeline(summary, events),
         _root_cause(summary),
-        _attempts(summary),
         _warnings(plan),
         f"<script>{_SCRIPT}</script>",
         "</body></html>",
@@ -282,48 +282,76 @@ def _teardown_time(events: Sequence[Event]) -> Optional[float]:
 
 
 def _attempts(summary: JobSummary) -> str:
-    """The attempts of a restarted or recovered job: a bar per attempt on one time axis (its colour its
-    end), what each resumed from and what its failure excluded; the timeline below is the last attempt's."""
+    """The attempts of a restarted or recovered job on one time axis: a bar per attempt (its colour its
+    end), what ended it and what it excluded, the gap to the next (stopping, re-planning, resuming), what
+    the next resumed from; then each attempt in words. The timeline below is the last attempt's."""
     attempts = summary.attempts or ()
     if len(attempts) < 2:
         return ""
     from npulaunch.views.reporttext import attempt_lines
 
     timed = [a for a in attempts if a.start_time is not None and a.end_time is not None]
-    svg = ""
-    if timed:
-        t0 = min(a.start_time for a in timed)  # type: ignore[type-var]
-        span = max(max(a.end_time for a in timed) - t0, 1e-3)  # type: ignore[type-var,operator]
-        width, row = 960.0, 28
-        bars = []
-        for i, a in enumerate(timed):
-            x = 120 + (a.start_time - t0) / span * (width - 340)  # type: ignore[operator]
-            w = max((a.end_time - a.start_time) / span * (width - 340), 2.0)  # type: ignore[operator]
-            y = 8 + i * row
-            colour = {"succeeded": "#2e7d32", "failed": "#c62828"}.get(a.status.value, "#9e9e9e")
-            label = f"attempt {a.attempt}: {a.status.value}"
-            step = (a.resumed or {}).get("step")
-            note = f"from step {step}" if a.attempt > 1 and step is not None else ""
-            if a.excluded:
-                first = a.excluded[0]
-                gone = f"NPU {first['device']}" if first.get("device") is not None else "host"
-                note += ("; " if note else "") + f"excluded {first.get('host')} {gone}"
-            bars.append(
-                f"<text x='4' y='{y + 15}' class='lbl'>{_e(label)}</text>"
-                f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='20' fill='{colour}'>"
-                f"<title>{_e(note)}</title></rect>"
-                f"<text x='{min(x + w + 6, width - 200):.1f}' y='{y + 15}' class='note'>{_e(note)}</text>"
-            )
-        height = 12 + len(timed) * row + 8
-        svg = (
-            f"<svg class='attempts' width='{width:.0f}' height='{height}' role='img' "
-            f"aria-label='attempts on one time axis'>{''.join(bars)}</svg>"
-        )
+    svg = _attempt_bars(timed) if timed else ""
     items = "".join(f"<li>{_e(line)}</li>" for line in attempt_lines(attempts))
     return (
-        "<section><h2>attempts</h2><p>restarts and recoveries on one time axis; the timeline below shows "
-        f"the last attempt</p>{svg}<ul class='attempt-lines'>{items}</ul></section>"
+        "<section><h2>attempts</h2><p>restarts and recoveries on one time axis (the timeline below shows the "
+        f"last attempt)</p>{svg}<ul class='attempt-lines'>{items}</ul></section>"
     )
+
+
+def _attempt_bars(timed: Sequence[AttemptRecord]) -> str:
+    t0 = min(float(a.start_time or 0) for a in timed)
+    span = max(max(float(a.end_time or 0) for a in timed) - t0, 1e-3)
+    left, width, row = 130.0, 980.0, 30
+    scale = (width - left - 330) / span
+
+    def x(t: float) -> float:
+        return left + (t - t0) * scale
+
+    parts = [f"<text x='{left:.0f}' y='12' class='axis'>0 s</text>"]
+    parts.append(f"<text x='{x(t0 + span):.0f}' y='12' class='axis' text-anchor='end'>{span:.1f} s</text>")
+    for i, a in enumerate(timed):
+        y = 20 + i * row
+        start, end = float(a.start_time or 0), float(a.end_time or 0)
+        colour = {"succeeded": "#2e7d32", "failed": "#c62828"}.get(a.status.value, "#9e9e9e")
+        note = _bar_note(a)
+        parts.append(f"<text x='4' y='{y + 14}' class='lbl'>attempt {a.attempt}: {_e(a.status.value)}</text>")
+        parts.append(
+            f"<rect x='{x(start):.1f}' y='{y}' width='{max((end - start) * scale, 2.0):.1f}' height='20' "
+            f"fill='{colour}'><title>{_e(note)}</title></rect>"
+        )
+        parts.append(f"<text x='{x(end) + 6:.1f}' y='{y + 14}' class='note'>{_e(note)}</text>")
+        following = timed[i + 1] if i + 1 < len(timed) else None
+        if following is not None and following.start_time is not None:
+            gap = float(following.start_time) - end
+            parts.append(
+                f"<line x1='{x(end):.1f}' y1='{y + 20}' x2='{x(float(following.start_time)):.1f}' "
+                f"y2='{y + row}' class='gap'><title>{gap:.1f} s from the end of attempt {a.attempt} to the "
+                f"start of attempt {following.attempt}</title></line>"
+            )
+    height = 20 + len(timed) * row + 6
+    return (
+        f"<svg class='attempts' width='{width:.0f}' height='{height}' role='img' "
+        f"aria-label='attempts on one time axis'>{''.join(parts)}</svg>"
+    )
+
+
+def _bar_note(a: AttemptRecord) -> str:
+    """What ended an attempt and what followed, or what it resumed from, in a few words."""
+    said = []
+    step = (a.resumed or {}).get("step")
+    if a.attempt > 1 and a.resumed is not None:
+        said.append("from the start" if step is None else f"resumed at step {step}")
+    if a.root_cause is not None:
+        said.append(f"{a.root_cause.label} on rank {a.root_cause.rank}")
+    for excluded in a.excluded[:2]:
+        what = f"NPU {excluded['device']}" if excluded.get("device") is not None else "host"
+        said.append(f"excluded {excluded.get('host')} {what}")
+    if a.then:
+        said.append(a.then)
+    if a.steps_lost:
+        said.append(f"{a.steps_lost} steps lost")
+    return "; ".join(said)
 
 
 def _warnings(plan: Optional[Dict[str, Any]]) -> str:
@@ -342,7 +370,8 @@ table.brief th { text-align: left; padding-right: 16px; color: #555; font-weight
 .cause { border-left: 4px solid #d62728; padding: 4px 12px; background: #fff5f5; }
 .reason { font-weight: 600; } .where { color: #666; font-weight: normal; }
 .attempts .lbl { font: 12px sans-serif; } .attempts .note { font: 11px sans-serif; fill: #444; }
-.attempt-lines { font: 12px monospace; list-style: none; padding-left: 0; }
+.attempts .axis { font: 11px sans-serif; fill: #777; } .attempts line.gap { stroke: #777; stroke-dasharray: 3 2; }
+.attempt-lines { font: 12px monospace; list-style: none; padding-left: 0; white-space: pre; }
 pre { background: #f6f6f6; padding: 8px; overflow-x: auto; }
 svg text.axis { font-size: 11px; fill: #777; } svg text.label { font-size: 12px; fill: #222; }
 .legend { color: #555; font-size: 12px; }

@@ -15,10 +15,10 @@ from typing import Any, Dict, List, Optional
 from npulaunch.diagnose.jsonfields import SummaryError
 from npulaunch.diagnose.liveness import launcher_state
 from npulaunch.diagnose.summary import AttemptRecord, JobSummary
-from npulaunch.host.agent.tail import last_lines
 from npulaunch.host.errors import UsageError
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.files import read_json
+from npulaunch.host.tail import last_lines
 from npulaunch.plan.layout import JobLayout
 from npulaunch.views.reporttext import render_report
 

@@ -18,10 +18,10 @@ from rich.text import Text
 
 from npulaunch.config.cluster import ConsoleMode
 from npulaunch.diagnose.summary import JobSummary
-from npulaunch.host.agent.tail import Block, count_lines, split_lines, tail_lines
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.progress import LOOK_BACK, find_step
 from npulaunch.host.spec import RankSpec
+from npulaunch.host.tail import Block, count_lines, split_lines, tail_lines
 from npulaunch.plan.launchplan import LaunchPlan
 from npulaunch.views.console import Console, silence_fd
 

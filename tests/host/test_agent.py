@@ -8,8 +8,8 @@ import pytest
 from helpers import host_plan, live_pids, wait_until
 
 from npulaunch.host.agent.agent import Agent
-from npulaunch.host.agent.tail import split_lines
 from npulaunch.host.records import RankState
+from npulaunch.host.tail import split_lines
 
 
 def test_an_error_in_the_launcher_kills_every_rank(tmp_path: Path, marker: str) -> None:

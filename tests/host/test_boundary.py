@@ -167,7 +167,7 @@ def test_the_agent_runs_ranks_on_python_3_7(tmp_path: Path) -> None:
 import json, sys
 sys.path.insert(0, {str(ROOT)!r})
 from npulaunch.host.agent.agent import Agent
-from npulaunch.host.agent.tail import split_lines
+from npulaunch.host.tail import split_lines
 from npulaunch.host.spec import HostPlan, RankSpec
 ranks = []
 for rank in range(2):

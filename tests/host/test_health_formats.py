@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import STANDINS, TESTS
 
-from npulaunch.host.agent import healthparse as parse
 from npulaunch.host.discovery import parse_hccn_ip, parse_npu_smi_info, parse_npu_smi_processes, parse_npu_smi_version
+from npulaunch.host.health import parse
 
 DATA = TESTS / "data" / "tool_outputs"
 

@@ -12,8 +12,9 @@ from typing import Any, Dict
 import pytest
 from helpers import STANDINS, free_port_window, marked_pids, wait_until
 
-from npulaunch.host.agent import health, hostnet
 from npulaunch.host.agent.probe import probe
+from npulaunch.host.health import gather as health
+from npulaunch.host.health import hostnet
 
 
 @pytest.fixture

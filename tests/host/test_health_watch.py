@@ -1,6 +1,6 @@
-"""The live NPU health watch (host/agent/healthwatch.py) in a real agent with real ranks and the stand-in
+"""The live NPU health watch (host/health/watch.py) in a real agent with real ranks and the stand-in
 npu-smi / hccn_tool, whose faults file changes while the job runs; and the one judgement of an NPU's
-facts (host/npuhealth.py) it shares with the pre-start check."""
+facts (host/health/judge.py) it shares with the pre-start check."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any, Callable, Dict, List, Optional
 import pytest
 from helpers import STANDINS, base_env, host_plan, marked_pids
 
-from npulaunch.host import npuhealth
 from npulaunch.host.agent.agent import Agent
 from npulaunch.host.cann.catalog import FAULT_LEVELS
 from npulaunch.host.events import Event, EventKind
+from npulaunch.host.health import judge
 from npulaunch.host.spec import HostPlan
 
 WATCH = {"interval_s": 0.2, "tool_timeout_s": 5.0, "devices": [0, 1, 2, 3], "nics": False}
@@ -176,7 +176,7 @@ def test_a_job_npus_link_going_down_across_hosts_means_rescheduling(tmp_path: Pa
         3,
         "DOWN",
         "OK",
-        npuhealth.LINK_DOWN,
+        judge.LINK_DOWN,
         "reschedule",
     )
     assert (up["device"], up["nic"], up["action"]) == (3, "UP", "none")
@@ -200,12 +200,12 @@ def test_npu_smi_failing_for_one_chip_while_the_others_answer_is_a_card_drop(tmp
     finally:
         run.stop()
     [dropped] = run.health()
-    assert (dropped["device"], dropped["health"], dropped["codes"]) == (1, "UNKNOWN", [npuhealth.CARD_DROP_CODE])
+    assert (dropped["device"], dropped["health"], dropped["codes"]) == (1, "UNKNOWN", [judge.CARD_DROP_CODE])
     assert (dropped["level"], dropped["action"]) == (FAULT_LEVELS["40F84E00"], "reschedule")
     assert "ret = -8012" in dropped["info"]
 
 
-# -- the judgement (host/npuhealth.py) ---------------------------------------------------------------
+# -- the judgement (host/health/judge.py) ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -226,14 +226,14 @@ def test_npu_smi_failing_for_one_chip_while_the_others_answer_is_a_card_drop(tmp
     ],
 )
 def test_judge_chip(health: Optional[str], codes: List[str], level: Optional[str], action: str) -> None:
-    verdict = npuhealth.judge_chip(health, codes)
+    verdict = judge.judge_chip(health, codes)
     assert (verdict.level, verdict.action) == (level, action)
 
 
 def test_the_verdicts_codes_and_levels() -> None:
-    verdict = npuhealth.judge_chip("UNKNOWN", [])
+    verdict = judge.judge_chip("UNKNOWN", [])
     assert verdict.codes == ("40F84E00",) and verdict.levels == {"40F84E00": FAULT_LEVELS["40F84E00"]}
-    verdict = npuhealth.judge_chip("Alarm", ["a4025021", "8C03A000", "NA", "8C03A000"])
+    verdict = judge.judge_chip("Alarm", ["a4025021", "8C03A000", "NA", "8C03A000"])
     assert verdict.codes == ("A4025021", "8C03A000")
     assert (
         verdict.describe() == "most severe RestartNPU (8C03A000), MindCluster: isolate the chip and reschedule the job"
@@ -241,23 +241,23 @@ def test_the_verdicts_codes_and_levels() -> None:
 
 
 def test_most_severe_follows_mindclusters_order() -> None:
-    assert npuhealth.most_severe([]) == "NormalNPU"
-    assert npuhealth.most_severe(["NotHandleFault", "RestartRequest", "SubHealthFault"]) == "RestartRequest"
-    assert npuhealth.most_severe(["RestartNPU", "PreSeparateNPU"]) == "PreSeparateNPU"
-    assert npuhealth.most_severe(["ManuallySeparateNPU", "SeparateNPU"]) == "ManuallySeparateNPU"
-    assert npuhealth.most_severe(["no such level", "RestartNPU"]) == "SeparateNPU"
-    assert list(npuhealth.ACTIONS) == list(npuhealth.SEVERITY)  # every level has its action
+    assert judge.most_severe([]) == "NormalNPU"
+    assert judge.most_severe(["NotHandleFault", "RestartRequest", "SubHealthFault"]) == "RestartRequest"
+    assert judge.most_severe(["RestartNPU", "PreSeparateNPU"]) == "PreSeparateNPU"
+    assert judge.most_severe(["ManuallySeparateNPU", "SeparateNPU"]) == "ManuallySeparateNPU"
+    assert judge.most_severe(["no such level", "RestartNPU"]) == "SeparateNPU"
+    assert list(judge.ACTIONS) == list(judge.SEVERITY)  # every level has its action
 
 
 def test_a_down_link_reschedules_and_keeps_a_worse_chip_level() -> None:
-    ok = npuhealth.judge_chip("OK", [])
-    assert npuhealth.judge_link(ok, "UP") == ok and npuhealth.judge_link(ok, None) == ok
-    down = npuhealth.judge_link(ok, "DOWN")
-    assert (down.level, down.action) == (npuhealth.LINK_DOWN, "reschedule")
-    chip = npuhealth.judge_chip("Alarm", ["8C03A000"])
-    assert npuhealth.judge_link(chip, "DOWN") == chip
-    pre = npuhealth.judge_link(npuhealth.judge_chip("Warning", ["8118043C"]), "DOWN")
-    assert (pre.level, pre.action, pre.codes) == (npuhealth.LINK_DOWN, "reschedule", ("8118043C",))
+    ok = judge.judge_chip("OK", [])
+    assert judge.judge_link(ok, "UP") == ok and judge.judge_link(ok, None) == ok
+    down = judge.judge_link(ok, "DOWN")
+    assert (down.level, down.action) == (judge.LINK_DOWN, "reschedule")
+    chip = judge.judge_chip("Alarm", ["8C03A000"])
+    assert judge.judge_link(chip, "DOWN") == chip
+    pre = judge.judge_link(judge.judge_chip("Warning", ["8118043C"]), "DOWN")
+    assert (pre.level, pre.action, pre.codes) == (judge.LINK_DOWN, "reschedule", ("8118043C",))
 
 
 def test_health_watch_round_trips_in_the_host_plan(tmp_path: Path, marker: str) -> None:

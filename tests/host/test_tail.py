@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from npulaunch.host.agent.tail import (
+from npulaunch.host.tail import (
     MAX_LINE_BYTES,
     FileTail,
     LineSplitter,

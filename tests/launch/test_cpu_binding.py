@@ -17,8 +17,8 @@ import pytest
 from helpers import RANKS, TESTS, host_plan, require, run_cli
 
 from npulaunch.host.agent.agent import Agent
-from npulaunch.host.agent.tail import split_lines
 from npulaunch.host.events import EventKind
+from npulaunch.host.tail import split_lines
 from npulaunch.host.topology import Binding, format_cpulist
 
 SERVER = TESTS / "data" / "topology" / "atlas800t-a2"

@@ -13,9 +13,9 @@ from typing import List
 import pytest
 from helpers import host_plan_dict, live_pids, wait_until
 
-from npulaunch.host.agent.tail import split_lines
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.spec import HostPlan
+from npulaunch.host.tail import split_lines
 from npulaunch.host.wire import Closed, Command, Done, FromAgent, Output, Probe, ProbeAnswer, Start
 
 

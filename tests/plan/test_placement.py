@@ -516,3 +516,15 @@ def test_build_plan_with_a_spare_host() -> None:
     ]
     assert plan.recovery["spare_hosts"] == []
     assert plan.recovery["changes"] == ["10.0.0.2 (the host is excluded) -> spare host 10.0.0.9 NPUs 6-7"]
+
+
+def test_devices_from_the_command_line_that_were_spares_are_used_not_held_back(tmp_path) -> None:
+    from npulaunch.config.load import load_config
+    from npulaunch.config.overrides import Overrides, apply_overrides
+
+    path = tmp_path / "job.yaml"
+    path.write_text('job: {command: ["true"]}\nhosts:\n  - {host: localhost, devices: [0, 1], spare_devices: [2, 3]}\n')
+    config = apply_overrides(load_config(str(path)), Overrides(nproc_per_node=3))
+    (host,) = config.hosts
+    assert (host.devices, host.spare_devices) == ((0, 1, 2), (3,))
+    assert arrange(config, (), resolve).hosts[0].devices == (0, 1, 2)

@@ -41,7 +41,7 @@ ENV_VARS = (
         notes="Only ASCII letters, digits, '-' and '_' are allowed; a value made only of digits that"
         " begins with 0 is discouraged. npulaunch fills it from job.id (or --job-id).",
     ),
-    # HCCL's host side and CANN's install path: read by `npulaunch check` (host/agent/health.py,
+    # HCCL's host side and CANN's install path: read by `npulaunch check` (host/health/gather.py,
     # hostnet.py). Meanings from hicann/hccl docs/zh/user_guide/hccl_env/ @ 09300b7 and the CM_* pages.
     EnvVarSpec(
         name="HCCL_IF_IP",

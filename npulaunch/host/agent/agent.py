@@ -19,18 +19,18 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from npulaunch.host.agent import procs
+from npulaunch.host import procs
 from npulaunch.host.agent.guard import Guard
-from npulaunch.host.agent.healthwatch import HealthWatch
 from npulaunch.host.agent.inbox import SignalInbox
 from npulaunch.host.agent.monitor import Monitor
 from npulaunch.host.agent.prepare import prepare_rank
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S, StackDumps, remove_unused
-from npulaunch.host.agent.tail import Block, FileTail
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.files import write_once
+from npulaunch.host.health.watch import HealthWatch
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
 from npulaunch.host.spec import HostPlan, RankSpec
+from npulaunch.host.tail import Block, FileTail
 from npulaunch.host.trace import debug
 
 POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
@@ -55,7 +55,7 @@ def stop_signals() -> Tuple[int, ...]:
 
 SPAWN_FAILED_EXIT_CODE = 127
 
-OutputSink = Callable[[RankSpec, str, Block], None]  # a block of whole lines (host/agent/tail.py)
+OutputSink = Callable[[RankSpec, str, Block], None]  # a block of whole lines (host/tail.py)
 EventSink = Callable[[Event], None]
 
 

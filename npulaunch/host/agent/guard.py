@@ -19,7 +19,7 @@ from typing import IO, Set
 if __package__ in (None, ""):  # pragma: no cover - started by path
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 
-from npulaunch.host.agent import procs  # noqa: E402
+from npulaunch.host import procs  # noqa: E402
 
 SWEEP_ROUNDS = 3  # a process may fork while we sweep; sweep until nothing is found
 

@@ -12,7 +12,6 @@ import re
 import time
 from typing import Callable, Dict, Hashable, Optional, Set, Tuple, cast
 
-from npulaunch.host.agent.tail import Block, FileTail, count_lines, split_lines, tail_lines
 from npulaunch.host.cann.findings import Finding
 from npulaunch.host.cann.prefilter import SIGNATURES, user_signatures
 from npulaunch.host.cann.scan import Scanner
@@ -20,6 +19,7 @@ from npulaunch.host.events import EventKind
 from npulaunch.host.progress import LOOK_BACK, Step, find_step
 from npulaunch.host.session import HEARTBEAT_FILE
 from npulaunch.host.spec import HostPlan
+from npulaunch.host.tail import Block, FileTail, count_lines, split_lines, tail_lines
 from npulaunch.host.watchdog import HangLimits, Progress, describe, find_hangs, next_check_in
 
 PLOG_SCAN_INTERVAL_S = 1.0  # how often new plog files are looked for

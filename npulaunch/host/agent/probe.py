@@ -5,7 +5,7 @@ the ranks would inherit there and, when the rank table needs them, the NPU NIC a
 ``hccn_tool -i <id> -ip -g`` reports. Runs inside the remote agent (standard library only).
 
 With a ``health`` question it also gathers the NPU health, NIC, version and HCCL host facts
-(host/agent/health.py); a second round asks only ``ping`` (NPU-to-NPU pings to other hosts' NPUs).
+(host/health/gather.py); a second round asks only ``ping`` (NPU-to-NPU pings to other hosts' NPUs).
 The probe only gathers facts; the launcher judges them (plan/remotecheck.py, plan/healthcheck.py), so
 every host's problems can be reported together in one place.
 """
@@ -19,7 +19,6 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from npulaunch.host.agent import health
 from npulaunch.host.discovery import (
     CONTAINER_VISIBLE_VAR,
     RT_VISIBLE_VAR,
@@ -29,6 +28,7 @@ from npulaunch.host.discovery import (
     parse_npu_smi_info,
     physical_ids,
 )
+from npulaunch.host.health import gather as health
 from npulaunch.host.topology import read_host_cpus
 
 

@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from npulaunch.host.agent import procs
+from npulaunch.host import procs
 from npulaunch.host.session import STACK_SIGNAL_FILE
 from npulaunch.host.trace import debug
 

@@ -13,10 +13,10 @@ import itertools
 import re
 from typing import Dict, Iterable, List, Match, Optional, Pattern, Sequence, Tuple, Union
 
-from npulaunch.host.agent.tail import split_lines
 from npulaunch.host.cann.phrases import CAUSE, SIGNATURES, SYMPTOM, Signature
 from npulaunch.host.cann.shapes import E_SHAPES, SHAPE_NEEDLES, ecode_in
 from npulaunch.host.lazyre import lazy_re
+from npulaunch.host.tail import split_lines
 
 __all__ = ["CAUSE", "SYMPTOM", "SIGNATURES", "Signature", "Matcher", "user_signatures"]
 

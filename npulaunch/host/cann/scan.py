@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
-from npulaunch.host.agent.tail import count_lines, split_lines, tail_lines
 from npulaunch.host.cann.findings import Finding, build
 from npulaunch.host.cann.messages import CONTEXT_LINES, Reader
 from npulaunch.host.cann.prefilter import SIGNATURES, Matcher, Signature
+from npulaunch.host.tail import count_lines, split_lines, tail_lines
 
 QUIET_S = 0.25  # a message with no new line for this long is complete (its rank may have stopped printing)
 MAX_FINDINGS = 64  # findings reported for one stream; a stream that prints errors in a loop says no more

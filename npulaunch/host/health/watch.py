@@ -5,7 +5,7 @@ hosts, ``hccn_tool -i <device> -link -g`` of its NIC, and says what changed, as 
 The calls are child processes (WORKERS at a time, in their own sessions, dying with the agent, output to
 files), never waited for here: the agent, a subreaper waiting on any child, hands their exit statuses to
 ``reaped``, and a call still running at ``tool_timeout_s`` is killed with its process group, so a hung
-driver call never holds up the loop. What the facts mean is host/npuhealth.py's. Standard library only,
+driver call never holds up the loop. What the facts mean is host/health/judge.py's. Standard library only,
 Python 3.7+.
 
 An event's data: ``device`` (physical id; None for the whole watch), ``npu``, ``chip``, ``health`` (as npu-smi
@@ -27,13 +27,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from npulaunch.host import npuhealth
-from npulaunch.host.agent import procs
-from npulaunch.host.agent.healthparse import parse_link, parse_npu_health
+from npulaunch.host import procs
 from npulaunch.host.discovery import CONTAINER_VISIBLE_VAR, parse_npu_smi_info, physical_ids
+from npulaunch.host.health import judge
+from npulaunch.host.health.parse import parse_link, parse_npu_health
 from npulaunch.host.trace import debug
 
-WORKERS = 8  # tool calls at a time (as the preflight's, host/agent/health.py)
+WORKERS = 8  # tool calls at a time (as the preflight's, host/health/gather.py)
 INTERVAL_S = 10.0  # between rounds, when the plan does not say
 TOOL_TIMEOUT_S = 10.0  # one call
 OUTPUT_LIMIT = 1 << 20  # what is read of a call's output
@@ -394,7 +394,7 @@ class HealthWatch:
     def _take_chip(dev: _Device, answer: _Answer, others_answered: bool) -> str:
         """Takes a chip's answer into what is known of it; returns why it was not answered ("" if it was).
         A call that fails for one chip while others answer is the card's drop: health UNKNOWN (what
-        MindCluster makes of DeviceNotReady, host/npuhealth.py CARD_DROP_CODE)."""
+        MindCluster makes of DeviceNotReady, host/health/judge.py CARD_DROP_CODE)."""
         if answer.silent or (answer.failed and not others_answered):
             return answer.silent or answer.failed
         if answer.failed:
@@ -404,7 +404,7 @@ class HealthWatch:
         if health is None:
             first = answer.text.strip().splitlines()[0] if answer.text.strip() else "nothing"
             return f"npu-smi info -t health -i {dev.npu} -c {dev.chip} printed {first!r}, not a format npulaunch reads"
-        dev.health, dev.codes, dev.info = health, npuhealth.split_codes(code), info
+        dev.health, dev.codes, dev.info = health, judge.split_codes(code), info
         return ""
 
     @staticmethod
@@ -421,7 +421,7 @@ class HealthWatch:
         return ""
 
     def _state(self, dev: _Device) -> EventData:
-        verdict = npuhealth.judge_link(npuhealth.judge_chip(dev.health, dev.codes), dev.nic)
+        verdict = judge.judge_link(judge.judge_chip(dev.health, dev.codes), dev.nic)
         return {
             "device": dev.device,
             "npu": dev.npu,
@@ -449,7 +449,7 @@ class HealthWatch:
             "codes": [],
             "levels": {},
             "level": None,
-            "action": npuhealth.UNKNOWN,
+            "action": judge.UNKNOWN,
             "info": "",
             "ranks": list(ranks),
             "nic": None,

@@ -19,9 +19,9 @@ import subprocess
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from npulaunch.host.agent import healthparse as parse
-from npulaunch.host.agent.hostnet import hccl_env_problems, port_facts
 from npulaunch.host.discovery import NpuChip, parse_hccn_ip, parse_npu_smi_processes, parse_npu_smi_version
+from npulaunch.host.health import parse
+from npulaunch.host.health.hostnet import hccl_env_problems, port_facts
 
 TOOL_TIMEOUT_S = 10.0  # one hccn_tool / npu-smi call
 HEALTH_LIMIT_S = 30.0  # all of them (the launcher waits 60 s for a probe's answer)
