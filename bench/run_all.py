@@ -3,7 +3,8 @@ results in bench/results/. ``--smoke``: tiny sizes and one run each, into a temp
 unless --out is given: CI runs it so the benchmarks cannot rot; its numbers mean nothing.
 
 Usage: ``python3 bench/run_all.py [--smoke] [--out DIR]`` (run bench/setup.sh first for torchrun
-and the plot; the SSH start-up needs root, iproute2, util-linux and openssh-server).
+and the plot; the SSH start-up, and recovery's SSH rows, need root, iproute2, util-linux and
+openssh-server).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ BENCHMARKS: List[Tuple[str, List[str], List[str], bool]] = [
     ("console_flood", [], ["--smoke"], False),
     ("log_path", [], ["--smoke"], True),
     ("ssh_startup", [], ["--hosts", "1", "--repeats", "1"], False),
+    ("recovery", [], ["--smoke"], True),  # its SSH rows need root (full run only); without, local rows only
+    ("health_watch", [], ["--smoke"], False),
 ]
 
 

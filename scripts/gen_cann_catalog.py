@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "npulaunch" / "host" / "cann" / "catalog.py"
 sys.path.insert(0, str(ROOT))
 from npulaunch.host.cann.codes import ecode_module, ecode_scope  # noqa: E402  (the structure is the package's)
+from npulaunch.host.health.judge import SEVERITY  # noqa: E402
 
 # the runtime's first public error_code.json, which still held GE's E1xxxx codes and DVPP's EN codes
 RUNTIME_INITIAL = "d8beaaf0955bc307cdda0ae971275fb48f652a26"
@@ -74,18 +75,9 @@ ECODE_ORDER = (
     "op-registry",
     "aclnn-registry",
 )
-# MindCluster's order of severity when a code is listed under several levels (getMostSeriousFaultType,
-# component/ascend-device-plugin/pkg/common/fault_code.go): the most severe wins
-LEVEL_ORDER = (
-    "SeparateNPU",
-    "PreSeparateNPU",
-    "RestartNPU",
-    "FreeRestartNPU",
-    "RestartBusiness",
-    "RestartRequest",
-    "SubHealthFault",
-    "NotHandleFault",
-)
+# a code faultCode.json lists under several levels takes the most severe, in MindCluster's order
+# (host/health/judge.py SEVERITY: getMostSeriousFaultType, component/ascend-device-plugin/pkg/common/fault_code.go)
+LEVEL_ORDER = SEVERITY
 
 
 class Checkout:

@@ -13,10 +13,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence
 
 import psutil
 import pytest
+
+if TYPE_CHECKING:
+    from npulaunch.host.events import Event
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "npulaunch"
@@ -306,3 +309,43 @@ def full_plan(plan: Dict[str, Any]) -> Dict[str, Any]:
     from npulaunch.plan.planjson import full_rank
 
     return {**plan, "ranks": [full_rank(plan, rank) for rank in plan["ranks"]]}
+
+
+FAULT_CODE, FAULT_LEVEL = "80E01801", "RestartBusiness"  # HBM multi-bit ECC; MindCluster's level of it
+
+
+def npu_health_event(
+    host: str,
+    device: int,
+    when: float,
+    action: str = "reschedule",
+    codes: Sequence[str] = (FAULT_CODE,),
+    levels: Optional[Dict[str, str]] = None,
+    level: str = FAULT_LEVEL,
+    ranks: Sequence[int] = (),
+    **extra: Any,
+) -> "Event":
+    """An NPU_HEALTH event as the agent's health watch emits it (npulaunch/host/health/watch.py)."""
+    from npulaunch.host.events import Event, EventKind
+
+    data: Dict[str, Any] = {
+        "device": device,
+        "npu": 8 + device,
+        "chip": 0,
+        "health": "Critical",
+        "codes": list(codes),
+        "levels": dict(levels) if levels is not None else {c: level for c in codes},
+        "level": level,
+        "action": action,
+        "info": "MindCluster: isolate the chip and reschedule the job",
+        "ranks": list(ranks),
+    }
+    data.update(extra)
+    return Event(EventKind.NPU_HEALTH, "j", host, None, data, time=when)
+
+
+def agent_lost_event(host: str, when: float, status: Optional[int] = 255) -> "Event":
+    """An AGENT_LOST event as the SSH runner emits it (npulaunch/launch/ssh/run.py)."""
+    from npulaunch.host.events import Event, EventKind
+
+    return Event(EventKind.AGENT_LOST, "j", host, None, {"exit_status": status}, time=when)

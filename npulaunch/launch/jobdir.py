@@ -78,6 +78,8 @@ def prepare_attempt_dir(plan: LaunchPlan, inherited: Mapping[str, str]) -> None:
         try:
             os.mkdir(layout.attempt_dir, 0o700)
             write_private(layout.attempt_plan_path, render_plan_json(plan, {host: inherited for host in plan.hosts}))
+            if plan.rank_table is not None and plan.rank_table_path is not None and plan.attempt > 1:
+                write_private(plan.rank_table_path, render_rank_table(plan.rank_table))  # the attempt's own
         except OSError as exc:
             raise PlanError(f"cannot write the attempt directory {layout.attempt_dir}: {_why(exc)}") from None
 

@@ -143,7 +143,10 @@ class JobLayout:
 
     @property
     def rank_table_path(self) -> str:
-        """The HCCL rank table: one for the job, written once, whole, by whichever node is first."""
+        """The HCCL rank table: one for the job, written once, whole, by whichever node is first; from the
+        second attempt of a job npulaunch places itself, each attempt's own (a recovery moves ranks)."""
+        if self.node is None and self.attempt > 1:
+            return os.path.join(self.attempt_dir, RANK_TABLE_FILENAME)
         return os.path.join(self.job_dir, RANK_TABLE_FILENAME)
 
     @property

@@ -4,50 +4,22 @@ printed and how they ended. RankResult and Event objects are built here directly
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional
 
 import pytest
+from helpers import FAULT_CODE, FAULT_LEVEL, agent_lost_event, npu_health_event
 
 from npulaunch.diagnose.rootcause import HOST_LOST, NPU_FAULT, hardware_cause, pick
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.records import RankResult, RankState
 
-CODE = "80E01801"
-LEVEL = "RestartBusiness"
+CODE, LEVEL = FAULT_CODE, FAULT_LEVEL
+health, agent_lost = npu_health_event, agent_lost_event
 
 
 def ended(rank: int, host: str, device: int, end: Optional[float], state: RankState = RankState.FAILED) -> RankResult:
     code = 1 if state is RankState.FAILED else None
     return RankResult(rank, host, device, 100 + rank, state, 1.0, end, code, None)
-
-
-def health(
-    host: str,
-    device: int,
-    when: float,
-    action: str = "reschedule",
-    codes: Sequence[str] = (CODE,),
-    levels: Optional[Dict[str, str]] = None,
-    level: str = LEVEL,
-    ranks: Sequence[int] = (),
-) -> Event:
-    data = {
-        "device": device,
-        "npu": 8 + device,
-        "chip": 0,
-        "health": "Critical",
-        "codes": list(codes),
-        "levels": dict(levels) if levels is not None else {c: level for c in codes},
-        "level": level,
-        "action": action,
-        "info": "MindCluster: isolate the chip and reschedule the job",
-        "ranks": list(ranks),
-    }
-    return Event(EventKind.NPU_HEALTH, "j", host, None, data, time=when)
-
-
-def agent_lost(host: str, when: float, status: Optional[int] = 255) -> Event:
-    return Event(EventKind.AGENT_LOST, "j", host, None, {"exit_status": status}, time=when)
 
 
 def matched(rank: int, host: str, when: float, code: str, cls: str, kind: str, retryable: bool = False) -> Event:

@@ -230,3 +230,24 @@ def test_a_rank_that_dies_as_its_npu_fails_has_the_npu_fault_as_root_cause(tmp_p
     assert second["devices"] == {"localhost": [0, 4, 2, 3]}
     assert second["resumed"]["step"] == 10
     assert {s for s, _ in finals(tmp_path, 2).values()} == {30}
+
+
+def test_the_recovered_attempt_has_its_own_rank_table(tmp_path: Path, marker: str) -> None:
+    """HCCL reads the rank table: the attempt after a recovery has its own, naming the spare NPU for the moved
+    rank (device IPs from the hccn_tool stand-in), and its ranks' RANK_TABLE_FILE names it."""
+    faults = tmp_path / "faults"
+    faults.write_text("")
+    yaml = job(tmp_path, "devices: [0, 1, 2, 3]\n    spare_devices: [4]", final=30)
+    yaml.write_text(yaml.read_text().replace("rank_table: none", "rank_table: required"))
+    fault_when(tmp_path, faults, "2 Alarm 80E01801")
+    result = run(tmp_path, marker, yaml, faults)
+    assert result.returncode == 0, result.stdout + result.stderr
+    job_dir = tmp_path / "logs" / "rec"
+    first = json.loads((job_dir / "rank_table.json").read_text())
+    second = json.loads((job_dir / "attempt-2" / "rank_table.json").read_text())
+    devices = [(d["rank_id"], d["device_id"]) for d in first["server_list"][0]["device"]]
+    assert devices == [("0", "0"), ("1", "1"), ("2", "2"), ("3", "3")]
+    devices = [(d["rank_id"], d["device_id"]) for d in second["server_list"][0]["device"]]
+    assert devices == [("0", "0"), ("1", "1"), ("2", "4"), ("3", "3")]
+    plan = json.loads((job_dir / "attempt-2" / "plan.json").read_text())
+    assert str(job_dir / "attempt-2" / "rank_table.json") in json.dumps(plan)

@@ -4,50 +4,21 @@ steps each attempt lost (launch/restarts.py _with_steps_lost). Pure: events and 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, List, Optional
 
 import pytest
+from helpers import FAULT_CODE, FAULT_LEVEL, agent_lost_event, npu_health_event
 
 from npulaunch.diagnose.rootcause import HOST_LOST, NPU_FAULT, RootCause, pick
 from npulaunch.diagnose.summary import AttemptRecord, JobStatus
 from npulaunch.host.cann.knowledge import DEVICE_FAULT_CLASSES
-from npulaunch.host.events import Event, EventKind
 from npulaunch.host.records import RankResult, RankState
 from npulaunch.launch.recovery import SAME_FAULT_WINDOW_S, exclusions_after, is_hardware
 from npulaunch.launch.restarts import _with_steps_lost
 from npulaunch.plan.placement import Exclusion
 
-CODE = "80E01801"
-LEVEL = "RestartBusiness"
-
-
-def health(
-    host: str,
-    device: int,
-    when: float,
-    action: str = "reschedule",
-    codes: Sequence[str] = (CODE,),
-    level: str = LEVEL,
-    **extra: Any,
-) -> Event:
-    data: Dict[str, Any] = {
-        "device": device,
-        "npu": 8 + device,
-        "chip": 0,
-        "health": "Critical",
-        "codes": list(codes),
-        "levels": {c: level for c in codes},
-        "level": level,
-        "action": action,
-        "info": "",
-        "ranks": [],
-    }
-    data.update(extra)
-    return Event(EventKind.NPU_HEALTH, "j", host, None, data, time=when)
-
-
-def agent_lost(host: str, when: float, status: Optional[int] = 255) -> Event:
-    return Event(EventKind.AGENT_LOST, "j", host, None, {"exit_status": status}, time=when)
+CODE, LEVEL = FAULT_CODE, FAULT_LEVEL
+health, agent_lost = npu_health_event, agent_lost_event
 
 
 def cause(cls: str, host: str = "h1", device: int = 2, rank: int = 2, code: str = "", level: str = "") -> RootCause:

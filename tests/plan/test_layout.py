@@ -62,8 +62,9 @@ def test_every_path_of_a_job_directory(node: Optional[int], attempt: int, own: s
         "attempt_failure": f"{here}/failure.json",
         "launcher": f"{own}/launcher.json",
         "launcher_log": f"{own}/launcher.log",
-        # shared by every node of the job, whatever the attempt
-        "rank_table": f"{J}/rank_table.json",
+        # shared by every node of a scheduler's job, whatever the attempt; a job npulaunch places itself has
+        # one per attempt from the second on (a recovery moves ranks)
+        "rank_table": f"{here}/rank_table.json" if node is None and attempt > 1 else f"{J}/rank_table.json",
         "rendezvous": f"{J}/rendezvous",
         "rendezvous_record": f"{J}/rendezvous/node-1.json",
     }

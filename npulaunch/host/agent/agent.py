@@ -340,6 +340,7 @@ class Agent:
         host's own copy, unless a host sharing this file system already did."""
         path, table = self.plan.rank_table_path, self.plan.rank_table
         if path and table is not None and not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)  # a later attempt's table: its directory
             write_once(path, json.dumps(table, indent=2) + "\n")
 
     def _start_all(self) -> None:
