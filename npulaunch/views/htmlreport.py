@@ -350,7 +350,7 @@ def _bar_note(a: AttemptRecord) -> str:
     if a.then:
         said.append(a.then)
     if a.steps_lost:
-        said.append(f"{a.steps_lost} steps lost")
+        said.append(f"{a.steps_lost} step{'' if a.steps_lost == 1 else 's'} lost")
     return "; ".join(said)
 
 

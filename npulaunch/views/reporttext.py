@@ -50,7 +50,7 @@ def attempt_lines(attempts: Sequence[AttemptRecord]) -> List[str]:
         if a.last_step is not None:
             head += f"; reached step {a.last_step}"
         if a.steps_lost is not None:
-            head += f" ({a.steps_lost} steps lost)"
+            head += f" ({a.steps_lost} step{'' if a.steps_lost == 1 else 's'} lost)"
         lines.append(head)
         lines.extend(f"   moved: {change}" for change in a.changes)
         for skipped in resumed.get("skipped") or ():

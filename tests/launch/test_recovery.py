@@ -208,7 +208,7 @@ def test_real_tensorflow_training_recovers_to_identical_weights(tmp_path: Path, 
         assert "step 120/120" in text
         weights.append(json.loads((rank_dir / "weights.json").read_text()))
     assert weights[1:] == weights[:1] * 3
-    assert (tmp_path / "output" / "4" / "ckpt" / "checkpoint").exists()  # the spare's directory, given the checkpoint
+    assert (tmp_path / "output" / "rec" / "4" / "ckpt" / "checkpoint").exists()  # the spare's, given the checkpoint
 
 
 def test_a_rank_that_dies_as_its_npu_fails_has_the_npu_fault_as_root_cause(tmp_path: Path, marker: str) -> None:
