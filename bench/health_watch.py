@@ -58,6 +58,18 @@ exit 2
 fi
 """
 
+NOTES = """How the CPU is split: the launcher's own CPU is getrusage(RUSAGE_SELF) at its exit; the agent runs in
+its process, so the watch's scheduling, reaping and judging are in it. Its children's CPU (this script's
+RUSAGE_CHILDREN across the run, minus the launcher's own) is the 8 ranks, the preflight's one `npu-smi
+info` and the watch's calls (the calls are counted by the tools themselves, a line appended to a file).
+All but the watch's calls are the same with the watch off, so the calls' CPU is the children's CPU minus
+that of the watch-off runs with the same tool. Each call is started through `setpriv --pdeathsig KILL`
+(it dies with the agent), about 1 ms of CPU a call. At the default 30 s a 20 s job sees one round, at its
+start (the device table, then 8 health calls); the per-hour figures are the per-round cost of the 1 s
+runs times 3600 / interval. What decides the cost on an NPU host is the real npu-smi's CPU a call (it
+asks the driver): an hour at the default is 8 x 120 of its calls, plus the launcher's few ms a round.
+"""
+
 INTERVALS: List[Tuple[str, float]] = [("off", 0.0), ("30 s (default)", 30.0), ("1 s", 1.0)]
 
 
@@ -179,7 +191,7 @@ def report(runs: Dict[Tuple[str, str], List[Dict[str, float]]], alone: Dict[str,
             f"{calls * 1000:.1f} ms | {calls / DEVICES * 1000:.1f} ms | {hour[30.0]:.0f} s | "
             f"{hour[30.0] / 36:.2f} % | {hour[1.0]:.0f} s | {hour[1.0] / 36:.1f} % |"
         )
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n\n" + NOTES
 
 
 def main() -> None:
@@ -205,8 +217,7 @@ def main() -> None:
                     runs[(tool, name)].append(run_once(work, directory, interval, args.seconds, f"r{count}"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(report(runs, alone, args))
-    print(f"\n{time.monotonic() - started:.0f} s in all.")
+    print(report(runs, alone, args) + f"\n{time.monotonic() - started:.0f} s in all.")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,15 @@
 """Time to recover from a fault, phase by phase, from the events of each attempt
 (<job dir>/attempt-N/events.jsonl), against MindCluster's published figures for its resumable training.
 
-Local: ``npulaunch run`` of 8 training ranks on NPUs 0-7 with NPU 8 as the spare (the npu-smi stand-in of
-tests/standins on the PATH, NPU_STANDIN_COUNT=16), ``monitor.health_interval_s`` 1 (and 5); once rank 0
-has printed step 10, after a random delay of up to one interval (the fault lands at any point of the
-watch's cycle), "2 Alarm 80E01801" is written to the stand-in's faults file. SSH (root): test hosts h1
-and h2 with 2 ranks each and h3 as the spare host (network namespaces with their own sshd,
-tests/netns_hosts.py, on a subnet of their own); once h1's rank 0 has printed step 10, h2's link goes down; the
-launcher has NPULAUNCH_HEARTBEAT_TIMEOUT_S 5 (and 15). Ranks: tests/ranks/rank.py ``*=train:N`` (a step
-every 0.05 s, a TF-format checkpoint every 5 steps); each job runs to its end (attempt 2 resumes and
-finishes), and must have recovered.
+Local: ``npulaunch run`` of 8 training ranks on NPUs 0-7 with NPU 8 as the spare (the npu-smi stand-in
+of tests/standins on the PATH, NPU_STANDIN_COUNT=16), ``monitor.health_interval_s`` 1 (and 5); once
+rank 0 has printed step 10, after a random delay of up to one interval (the fault lands at any point of
+the watch's cycle), "2 Alarm 80E01801" is written to the stand-in's faults file. SSH (root): test hosts
+h1 and h2 with 2 ranks each and h3 as the spare host (network namespaces with their own sshd,
+tests/netns_hosts.py, on a subnet of their own); once h1's rank 0 has printed step 10, h2's link goes
+down; the launcher has NPULAUNCH_HEARTBEAT_TIMEOUT_S 5 (and 15). Ranks: tests/ranks/rank.py
+``*=train:N`` (a step every 0.05 s, a TF-format checkpoint every 5 steps); each job runs to its end
+(attempt 2 resumes and finishes), and must have recovered.
 
 Phases: detection (fault written or link cut -> the npu_health / agent_lost event), stop (-> the last
 rank_exited of attempt 1), re-plan + resume (-> the first rank_started of attempt 2: the attempt's
@@ -77,7 +77,12 @@ class Scenario:
 NOTES = """Conditions: every host is this machine (the SSH hosts are network namespaces sharing its 2 cores);
 the ranks are tests/ranks/rank.py training loops (a step every 0.05 s, a 4-value TF-format checkpoint
 every 5 steps), so stopping is immediate (they obey SIGTERM) and the checkpoint given to each rank's
-directory is tiny; npu-smi and hccn_tool are the tests' Python stand-ins (tens of ms a call).
+directory is tiny; npu-smi and hccn_tool are the tests' Python stand-ins (tens of ms a call). Locally,
+re-plan + resume includes the new plan's device-IP discovery (`hccn_tool -i N -ip -g` for each NPU, one
+after another) and the health check of the new placement's NPUs (npu-smi); over SSH the plan uses what
+the hosts reported at the start, and the new attempt's agents are started on h1 and h3. Over SSH, h2's
+agent stops its own ranks when it has heard nothing from the launcher for the same timeout, counted
+from the launcher's last beat (every 2 s) before the cut.
 
 What bounds detection: locally, the health watch asks npu-smi about each job NPU every
 `monitor.health_interval_s`, so a fault waits up to one interval for the next round (half of one on

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.config.overrides import Overrides
 from npulaunch.host.errors import UsageError
@@ -209,9 +209,21 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
     from npulaunch.plan.launchplan import Discovery
 
     config, job_id, source = loaded.config, loaded.job_id, loaded.job_id_source
+    known_ips: "Dict[int, str]" = {}
+
+    def device_ips(devices: "Sequence[int]") -> "Optional[Tuple[str, ...]]":
+        """This host's NPU addresses, each asked of hccn_tool once in the job (a re-planned attempt
+        after a recovery asks only for the spares it now uses)."""
+        wanted = [d for d in devices if d not in known_ips]
+        found = discover_device_ips(wanted) if wanted else ()
+        if found is None:
+            return None
+        known_ips.update(zip(wanted, found))
+        return tuple(known_ips[d] for d in devices)
+
     discovery = Discovery(
         devices=discover_usable_devices,
-        device_ips=discover_device_ips,
+        device_ips=device_ips,
         free_ports=free_loopback_ports,
         npu_present=lambda: shutil.which("npu-smi") is not None,
         remote=remote,
