@@ -14,7 +14,7 @@ a software cause, and no NPU is excluded for it (docs/en/scheduling/usage/resuma
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from npulaunch.diagnose.rootcause import HOST_LOST, NPU_FAULT, RootCause
 from npulaunch.host.cann.knowledge import DEVICE_FAULT_CLASSES
@@ -82,14 +82,14 @@ def exclusions_after(cause: Optional[RootCause], events: Sequence[Event], attemp
     return found
 
 
-def _software_codes(events: Sequence[Event]) -> set:
+def _software_codes(events: Sequence[Event]) -> Set[str]:
     """Codes the health watch saw on two or more NPUs within SAME_FAULT_WINDOW_S of each other."""
-    times: dict = {}
+    times: Dict[str, List[Tuple[float, str, Optional[int]]]] = {}
     for event in events:
         if event.kind is EventKind.NPU_HEALTH and event.data.get("action") in ("reschedule", "pre_separate"):
             for code in event.data.get("codes") or ():
                 times.setdefault(str(code), []).append((event.time, event.host, event.data.get("device")))
-    shared = set()
+    shared: Set[str] = set()
     for code, seen in times.items():
         seen.sort()
         for (t1, h1, d1), (t2, h2, d2) in zip(seen, seen[1:]):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from npulaunch.diagnose.summary import AttemptRecord, JobSummary
 from npulaunch.host.errors import PlanError
@@ -159,7 +159,7 @@ def _replan(
     return None
 
 
-def _keys(excluded: Sequence[Exclusion]) -> set:
+def _keys(excluded: Sequence[Exclusion]) -> Set[Tuple[str, Optional[int]]]:
     return {(e.host, e.device) for e in excluded}
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
-from typing import IO, List, Mapping, Optional, Tuple
+from typing import IO, List, Mapping, Optional, Set, Tuple
 
 from npulaunch.diagnose.report import build_report, describe_exit, python_exception
 from npulaunch.diagnose.rootcause import ranks_word
@@ -52,7 +52,7 @@ class Supervisor:
         self._events: Optional[IO[str]] = None
         self.kept: List[Event] = []  # what the root cause is decided from
         self.last_step: Optional[int] = None  # the furthest step any rank printed (PROGRESS events)
-        self._health_said: set = set()  # (host, reason) of the health watch's "cannot ask" already shown
+        self._health_said: Set[Tuple[str, str]] = set()  # (host, why) of "not answered" shown
         self._stop_after_dumps: Optional[Tuple[str, float]] = None  # (reason, monotonic deadline)
         self.record_error: Optional[str] = None  # the first failure to write the job record
         self._events_failed = False

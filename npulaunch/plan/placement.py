@@ -13,8 +13,8 @@ in the same group is preferred. Atlas A2 and A3 servers take any count (the same
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from npulaunch.config.cluster import ClusterConfig, HostConfig
 from npulaunch.host.errors import PlanError
@@ -69,14 +69,14 @@ class Arrangement:
 
     hosts: Tuple[HostConfig, ...]
     changes: Tuple[str, ...] = ()  # "rank slot h0 NPU 2 -> NPU 4", for the plan's notes and the report
-    spare_devices: Dict[str, Tuple[int, ...]] = None  # type: ignore[assignment]  # host -> spares left
+    spare_devices: Dict[str, Tuple[int, ...]] = field(default_factory=dict)  # host -> spares left
     spare_hosts: Tuple[str, ...] = ()  # spare hosts left
     dropped: int = 0  # ranks given up by a shrink
 
     def to_json(self) -> Dict[str, Any]:
         return {
             "changes": list(self.changes),
-            "spare_devices": {host: list(ids) for host, ids in (self.spare_devices or {}).items()},
+            "spare_devices": {host: list(ids) for host, ids in self.spare_devices.items()},
             "spare_hosts": list(self.spare_hosts),
             "dropped": self.dropped,
         }
@@ -199,7 +199,7 @@ def _spare_host(
     index: int,
     devices: Tuple[int, ...],
     resolve: Resolve,
-    bad: Any,
+    bad: Set[Tuple[str, int]],
     counts: Sequence[int],
     strict: bool,
     host_count: int,
@@ -233,7 +233,7 @@ def _shrink(
     slots: List[Optional[HostConfig]],
     resolved: List[Tuple[int, ...]],
     unfilled: List[Tuple[int, str]],
-    bad: Any,
+    bad: Set[Tuple[str, int]],
     changes: List[str],
     spare_left: Dict[str, Tuple[int, ...]],
     spare_hosts: List[HostConfig],
