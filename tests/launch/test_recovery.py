@@ -9,11 +9,12 @@ and a NotHandleFault code, change nothing."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import pytest
 from helpers import ROOT, TESTS, run_cli
@@ -65,6 +66,27 @@ def run(tmp_path: Path, marker: str, yaml: Path, faults: Path, timeout: float = 
     )
 
 
+def recover(
+    tmp_path: Path,
+    marker: str,
+    spares: str,
+    fault: str,
+    extra: str = "",
+    final: int = FINAL,
+    step: int = 12,
+    edit: Callable[[str], str] = lambda text: text,
+) -> "subprocess.CompletedProcess[str]":
+    """A 4-rank job on NPUs 0-3 with ``spares`` (``spare_devices: [...]``) whose stand-in npu-smi reports
+    ``fault`` (none when empty) once rank 0 printed ``step``; ``edit``: a change to the YAML's text."""
+    faults = tmp_path / "faults"
+    faults.write_text("")
+    yaml = job(tmp_path, f"devices: [0, 1, 2, 3]\n    spare_devices: {spares}", extra, final)
+    yaml.write_text(edit(yaml.read_text()))
+    if fault:
+        fault_when(tmp_path, faults, fault, step)
+    return run(tmp_path, marker, yaml, faults)
+
+
 def summary(tmp_path: Path) -> Dict:
     return json.loads((tmp_path / "logs" / "rec" / "summary.json").read_text())
 
@@ -80,11 +102,7 @@ def finals(tmp_path: Path, attempt: int) -> Dict[int, List[float]]:
 
 
 def test_an_npu_fault_moves_its_rank_to_the_spare_and_every_rank_resumes(tmp_path: Path, marker: str) -> None:
-    faults = tmp_path / "faults"
-    faults.write_text("")
-    yaml = job(tmp_path, "devices: [0, 1, 2, 3]\n    spare_devices: [4]")
-    fault_when(tmp_path, faults, "2 Alarm 80E01801")
-    result = run(tmp_path, marker, yaml, faults)
+    result = recover(tmp_path, marker, "[4]", "2 Alarm 80E01801")
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout + result.stderr
     assert "NPU fault on localhost NPU 2" in out and "80E01801" in out
@@ -111,11 +129,7 @@ def test_an_npu_fault_moves_its_rank_to_the_spare_and_every_rank_resumes(tmp_pat
 
 
 def test_without_a_spare_the_job_stops_with_what_was_excluded_and_what_would_fit(tmp_path: Path, marker: str) -> None:
-    faults = tmp_path / "faults"
-    faults.write_text("")
-    yaml = job(tmp_path, "devices: [0, 1, 2, 3]\n    spare_devices: []")
-    fault_when(tmp_path, faults, "1 Critical 80E01801")
-    result = run(tmp_path, marker, yaml, faults)
+    result = recover(tmp_path, marker, "[]", "1 Critical 80E01801")
     assert result.returncode == 1, result.stdout + result.stderr
     out = result.stdout + result.stderr
     assert "no spare fits in place of what was excluded" in out
@@ -127,11 +141,7 @@ def test_without_a_spare_the_job_stops_with_what_was_excluded_and_what_would_fit
 
 
 def test_shrink_goes_on_with_the_ranks_left(tmp_path: Path, marker: str) -> None:
-    faults = tmp_path / "faults"
-    faults.write_text("")
-    yaml = job(tmp_path, "devices: [0, 1, 2, 3]\n    spare_devices: []", "  shrink: {min_ranks: 2}\n")
-    fault_when(tmp_path, faults, "3 Alarm 80E01801")
-    result = run(tmp_path, marker, yaml, faults)
+    result = recover(tmp_path, marker, "[]", "3 Alarm 80E01801", "  shrink: {min_ranks: 2}\n")
     assert result.returncode == 0, result.stdout + result.stderr
     second = summary(tmp_path)["attempts"][1]
     assert second["devices"] == {"localhost": [0, 1, 2]}
@@ -144,11 +154,7 @@ def test_shrink_goes_on_with_the_ranks_left(tmp_path: Path, marker: str) -> None
     [("6 Critical 80E01801", "an NPU the job does not use"), ("1 OK 80B18009", "a NotHandleFault code")],
 )
 def test_faults_that_change_nothing(tmp_path: Path, marker: str, line: str, why: str) -> None:
-    faults = tmp_path / "faults"
-    faults.write_text("")
-    yaml = job(tmp_path, "devices: [0, 1, 2, 3]\n    spare_devices: [4]", final=20)
-    fault_when(tmp_path, faults, line, step=5)
-    result = run(tmp_path, marker, yaml, faults)
+    result = recover(tmp_path, marker, "[4]", line, final=20, step=5)
     assert result.returncode == 0, result.stdout + result.stderr
     assert not (tmp_path / "logs" / "rec" / "attempt-2").exists(), why
     assert "NPU fault" not in result.stdout + result.stderr
@@ -215,15 +221,16 @@ def test_a_rank_that_dies_as_its_npu_fails_has_the_npu_fault_as_root_cause(tmp_p
     """Rank 1 exits 1 at the moment its NPU starts reporting 80E01801; the health watch's next round is 30 s
     away, but the agent takes a last look at a failed rank's NPU: the root cause is the NPU fault, and the
     job recovers on the spare."""
-    faults = tmp_path / "faults"
-    faults.write_text("")
-    yaml = job(tmp_path, "devices: [0, 1, 2, 3]\n    spare_devices: [4]", final=30)
-    yaml.write_text(
-        yaml.read_text()
-        .replace("health_interval_s: 0.3", "health_interval_s: 30")
-        .replace("TRAIN_STEP_S: '0.05'}", "TRAIN_STEP_S: '0.05', FAULT_AT: '1:12:1 Alarm 80E01801'}")
+    result = recover(
+        tmp_path,
+        marker,
+        "[4]",
+        "",  # the rank writes the fault itself, as it dies
+        final=30,
+        edit=lambda text: text.replace("health_interval_s: 0.3", "health_interval_s: 30").replace(
+            "TRAIN_STEP_S: '0.05'}", "TRAIN_STEP_S: '0.05', FAULT_AT: '1:12:1 Alarm 80E01801'}"
+        ),
     )
-    result = run(tmp_path, marker, yaml, faults)
     assert result.returncode == 0, result.stdout + result.stderr
     first, second = summary(tmp_path)["attempts"]
     assert first["root_cause"] == {"rank": 1, "cls": "npu_fault", "code": "80E01801", "retryable": False}
@@ -235,12 +242,14 @@ def test_a_rank_that_dies_as_its_npu_fails_has_the_npu_fault_as_root_cause(tmp_p
 def test_the_recovered_attempt_has_its_own_rank_table(tmp_path: Path, marker: str) -> None:
     """HCCL reads the rank table: the attempt after a recovery has its own, naming the spare NPU for the moved
     rank (device IPs from the hccn_tool stand-in), and its ranks' RANK_TABLE_FILE names it."""
-    faults = tmp_path / "faults"
-    faults.write_text("")
-    yaml = job(tmp_path, "devices: [0, 1, 2, 3]\n    spare_devices: [4]", final=30)
-    yaml.write_text(yaml.read_text().replace("rank_table: none", "rank_table: required"))
-    fault_when(tmp_path, faults, "2 Alarm 80E01801")
-    result = run(tmp_path, marker, yaml, faults)
+    result = recover(
+        tmp_path,
+        marker,
+        "[4]",
+        "2 Alarm 80E01801",
+        final=30,
+        edit=lambda t: t.replace("rank_table: none", "rank_table: required"),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     job_dir = tmp_path / "logs" / "rec"
     first = json.loads((job_dir / "rank_table.json").read_text())
