@@ -19,14 +19,22 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from npulaunch.diagnose.rootcause import HOST_LOST, NPU_FAULT, RootCause
 from npulaunch.host.cann.knowledge import DEVICE_FAULT_CLASSES
 from npulaunch.host.events import Event, EventKind
+from npulaunch.host.health import judge
 from npulaunch.plan.placement import Exclusion
 
 SAME_FAULT_WINDOW_S = 30.0  # ClusterD: the same fault on several chips of a job within 30 s is not the hardware
 
 
 def is_hardware(cause: Optional[RootCause]) -> bool:
-    """Whether a root cause is a fault of the hardware that recovery handles by excluding it."""
-    return cause is not None and (cause.cls in (NPU_FAULT, HOST_LOST) or cause.cls in DEVICE_FAULT_CLASSES)
+    """Whether a root cause is a fault of the hardware that recovery handles by excluding it. A device
+    fault a rank printed counts unless its code's MindCluster level asks for nothing (NotHandleFault,
+    SubHealthFault: host/health/judge.py)."""
+    if cause is None:
+        return False
+    if cause.cls in (NPU_FAULT, HOST_LOST):
+        return True
+    level = (cause.code_info or {}).get("level")
+    return cause.cls in DEVICE_FAULT_CLASSES and (not level or judge.ACTIONS.get(level) != judge.REPORT)
 
 
 def exclusions_after(cause: Optional[RootCause], events: Sequence[Event], attempt: int) -> List[Exclusion]:

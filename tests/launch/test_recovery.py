@@ -260,3 +260,37 @@ def test_the_recovered_attempt_has_its_own_rank_table(tmp_path: Path, marker: st
     assert devices == [("0", "0"), ("1", "1"), ("2", "4"), ("3", "3")]
     plan = json.loads((job_dir / "attempt-2" / "plan.json").read_text())
     assert str(job_dir / "attempt-2" / "rank_table.json") in json.dumps(plan)
+
+
+@pytest.mark.parametrize(
+    "event, recovered",
+    [("0x80e01801", True), ("0x80B18009", False)],  # RestartBusiness; NotHandleFault: nothing to recover from
+)
+def test_a_device_fault_a_rank_prints_is_recovered_from_unless_its_level_asks_nothing(
+    tmp_path: Path, marker: str, event: str, recovered: bool
+) -> None:
+    """Rank 1 prints the driver's RAS line with a fault code and exits 1; npu-smi says nothing (its next round
+    is 30 s away, and the last look finds the NPU healthy): the diagnosis files the line under a device
+    fault, and the job recovers on the spare, unless MindCluster's level of the code asks for nothing."""
+    line = (
+        "[ERROR] DRV(1234,python):2026-11-26-05:00:00.000.000 [ras] Fault RAS occurs in the system: "
+        f"[event_id:{event}] Uncorrectable ECC / other uncorrectable memory error"
+    )
+    result = recover(
+        tmp_path,
+        marker,
+        "[4]",
+        "",
+        final=30,
+        edit=lambda text: text.replace("health_interval_s: 0.3", "health_interval_s: 30").replace(
+            "TRAIN_STEP_S: '0.05'}", f"TRAIN_STEP_S: '0.05', FAULT_PRINT: '1:12:{line}'}}"
+        ),
+    )
+    first = summary(tmp_path)["attempts"][0]
+    assert first["root_cause"]["cls"] == "npu_hardware_fault" and first["root_cause"]["code"] == event[2:].upper()
+    if recovered:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert [(e["host"], e["device"]) for e in first["excluded"]] == [("localhost", 1)]
+        assert summary(tmp_path)["attempts"][1]["devices"] == {"localhost": [0, 4, 2, 3]}
+    else:
+        assert result.returncode == 1 and first["excluded"] == [] and first["then"] == ""

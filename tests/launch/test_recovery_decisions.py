@@ -226,3 +226,9 @@ def test_steps_lost_keep_the_rest_of_the_record() -> None:
     assert done[0].to_json()["steps_lost"] == 20
     assert _with_steps_lost([attempt(1, 5)])[0].steps_lost is None
     assert _with_steps_lost([]) == []
+
+
+def test_a_printed_device_fault_whose_level_asks_nothing_is_no_recovery() -> None:
+    for level, expected in (("NotHandleFault", False), ("SubHealthFault", False), ("RestartNPU", True), ("", True)):
+        printed = cause("npu_hardware_fault", code="80B18009", level=level)
+        assert is_hardware(printed) is expected, level

@@ -47,13 +47,19 @@ def train(final):
         step += 1
         w = [x + step for x in w]
         print("step %d" % step, flush=True)
-        fault = os.environ.get("FAULT_AT", "")  # "RANK:STEP:LINE": the NPU fails under that rank (first attempt)
-        if fault and os.environ.get("NPULAUNCH_ATTEMPT") in (None, "1"):
-            rank, at, line = fault.split(":", 2)
-            if rank == os.environ.get("RANK_ID") and int(at) == step:
-                with open(os.environ["NPU_STANDIN_FAULTS"], "a") as faults:  # what npu-smi says from now on
-                    faults.write(line + "\n")
-                sys.exit(1)
+        # "RANK:STEP:LINE": at that step of the first attempt the NPU fails under that rank, which exits 1:
+        # FAULT_AT writes LINE to the npu-smi stand-in's faults file, FAULT_PRINT prints it (a device error)
+        for name in ("FAULT_AT", "FAULT_PRINT"):
+            fault = os.environ.get(name, "")
+            if fault and os.environ.get("NPULAUNCH_ATTEMPT") in (None, "1"):
+                rank, at, line = fault.split(":", 2)
+                if rank == os.environ.get("RANK_ID") and int(at) == step:
+                    if name == "FAULT_PRINT":
+                        print(line, flush=True)
+                    else:
+                        with open(os.environ["NPU_STANDIN_FAULTS"], "a") as faults:  # what npu-smi says now
+                            faults.write(line + "\n")
+                    sys.exit(1)
         if step % every == 0:
             tfckpt.write_checkpoint(directory, step, w)
         time.sleep(float(os.environ.get("TRAIN_STEP_S", "0.05")))
