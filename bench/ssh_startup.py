@@ -69,12 +69,15 @@ def once(config: Path, job_id: str) -> tuple:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy = busy_cpu_s()
     start = time.time()
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "npulaunch", "run", str(config), "--job-id", job_id],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     end = time.time()
+    if not (config.parent / "logs" / job_id / "events.jsonl").exists():  # it never started: say why
+        raise SystemExit(f"npulaunch run {config} did not start (exit {done.returncode}):\n{done.stderr[-2000:]}")
     busy = busy_cpu_s() - busy
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     launcher = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
