@@ -21,6 +21,7 @@ from npulaunch.plan.preflight import check_local, local_problems
 from npulaunch.plan.prepare import Loaded, is_remote, planner
 
 if TYPE_CHECKING:
+    from npulaunch.config.cluster import ClusterConfig
     from npulaunch.launch.ssh.fleet import Fleet
 
 
@@ -140,8 +141,11 @@ def run_job(
             console.message(
                 ("warning: " if finding.severity is Severity.WARNING else "not checked: ") + finding.render()
             )
-        recheck = _recheck_here(loaded) if fleet is None else _recheck_fleet(fleet)
-        summary = run_with_restarts(plan_for, console, plan.max_restarts, make_runner=make_runner, recheck=recheck)
+        recheck = _recheck_here(loaded) if fleet is None else _recheck_fleet(fleet, loaded)
+        excluded = [] if fleet is None else unusable_spares(fleet, loaded.config)
+        summary = run_with_restarts(
+            plan_for, console, plan.max_restarts, make_runner=make_runner, recheck=recheck, excluded=excluded
+        )
         if finished is not None:
             finished(summary, plan.layout.own_dir)
         return summary.exit_code
@@ -165,16 +169,54 @@ def _recheck_here(loaded: Loaded) -> Callable[[LaunchPlan], List[Exclusion]]:
     return recheck
 
 
-def _recheck_fleet(fleet: "Fleet") -> Callable[[LaunchPlan], List[Exclusion]]:
-    """Over SSH, the hosts' NPUs were checked when the job started (the spares' too): a re-planned job
-    does not use one of them the check found broken."""
-    findings = list(fleet.spare_findings)
+def _recheck_fleet(fleet: "Fleet", loaded: Loaded) -> Callable[[LaunchPlan], List[Exclusion]]:
+    """Over SSH, the health check of a re-planned job: each host of the new placement is asked again (a
+    fresh agent on its open connection, the NPU health check on the NPUs it now runs); what is fatal on an
+    NPU is excluded, and a host that does not answer in time is excluded whole."""
 
     def recheck(plan: LaunchPlan) -> List[Exclusion]:
-        used = {(spec.host, spec.device_id) for spec in plan.ranks}
-        return [e for e in _excluded_by(findings, plan.attempt) if (e.host, e.device) in used]
+        config = _as_placed(loaded.config, plan)
+        if config.cpu_fallback:
+            return []
+        from npulaunch.launch.ssh.fleet import PROBE_TIMEOUT_S
+        from npulaunch.plan.healthcheck import judge_health
+        from npulaunch.plan.remotecheck import probe_asks
+
+        asks = probe_asks(config, plan.job_id, HealthSettings(nics=len(config.hosts) > 1))
+        answers = fleet.ask_round(asks, PROBE_TIMEOUT_S)
+        silent = [
+            Exclusion(host, None, "no answer to the health check of the new placement", None, None, plan.attempt)
+            for host, answer in answers.items()
+            if answer is None
+        ]
+        answered = {host: answer for host, answer in answers.items() if answer is not None}
+        return silent + _excluded_by(fatal(judge_health(config, answered, asks)), plan.attempt)
 
     return recheck
+
+
+def _as_placed(config: "ClusterConfig", plan: LaunchPlan) -> "ClusterConfig":
+    """The config's host entries (spares included) as the plan places the job: each with the NPUs it runs."""
+    from dataclasses import replace
+
+    entries = {h.host: h for h in config.hosts + config.spares}
+    devices: Dict[str, List[int]] = {}
+    for spec in plan.ranks:
+        devices.setdefault(spec.host, []).append(spec.device_id)
+    hosts = tuple(
+        replace(entries[host], devices=tuple(ids), device_ips=None, spare_devices=(), spare_device_ips=None)
+        for host, ids in devices.items()
+    )
+    return replace(config, hosts=hosts, spares=())
+
+
+def unusable_spares(fleet: "Fleet", config: "ClusterConfig") -> List[Exclusion]:
+    """The spare hosts the fleet could not reach or probe when the job started: never placed."""
+    return [
+        Exclusion(h.host, None, "could not be reached or probed when the job started", None, None, 1)
+        for h in config.spares
+        if h.host not in fleet.connections
+    ]
 
 
 def _excluded_by(findings: List[Finding], attempt: int) -> List[Exclusion]:

@@ -42,13 +42,15 @@ def run_with_restarts(
     inherited: Optional[Mapping[str, str]] = None,
     make_runner: Optional[Callable[[LaunchPlan], RankRunner]] = None,
     recheck: Optional[Recheck] = None,
+    excluded: Sequence[Exclusion] = (),
 ) -> JobSummary:
     """Run every attempt; ``make_runner(plan)`` gives each attempt its runner (default: this host's agent,
     in-process). ``recheck(plan)``: the health check of a re-planned attempt's NPUs, returning what it
-    excludes. Returns the job's summary (the last attempt's, listing them all)."""
+    excludes. ``excluded``: what is never to be placed from the start (a spare host that cannot be reached).
+    Returns the job's summary (the last attempt's, listing them all)."""
     base_env = dict(os.environ if inherited is None else inherited)
     attempts: List[AttemptRecord] = []
-    excluded: List[Exclusion] = []
+    excluded = list(excluded)
     restarts = recoveries = 0
     earlier_dirs: List[str] = []  # every attempt's checkpoint directories, where a newer checkpoint may be
     resumed: Optional[Resumed] = None
@@ -96,12 +98,14 @@ def run_with_restarts(
                 )
                 break
             supervisor.report(summary)
+            before = len(excluded)
             planned = _replan(plan_for, attempt + 1, excluded, found, console, recheck)
+            attempts[-1] = record = _then(record, "", excluded[before:])  # with what the new check found
             if planned is None:
                 stopped = True
                 break
             recoveries += 1
-            attempts[-1] = _then(record, "recovered", found)
+            attempts[-1] = _then(record, "recovered", excluded[before:])
             console.message(
                 f"recovery {recoveries} of {plan.recovery.get('max_recoveries')}: excluded {_listed(found)}; "
                 f"attempt {attempt + 1} on {_where(planned)}"

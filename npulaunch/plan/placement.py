@@ -114,7 +114,7 @@ def arrange(config: ClusterConfig, exclusions: Sequence[Exclusion], resolve: Res
             slots.append(_with_devices(host, devices))
             spare_left[host.host] = tuple(pool)
             continue
-        new, why = _replace(devices, broken, pool, counts, strict)
+        new, why = _replace(devices, broken, pool, counts, strict, host.spare_devices)
         if new is None:
             slots.append(None)
             unfilled.append((index, why))
@@ -169,9 +169,15 @@ def _fits(devices: Sequence[int], counts: Sequence[int]) -> bool:
 
 
 def _replace(
-    devices: Tuple[int, ...], broken: Sequence[int], pool: Sequence[int], counts: Sequence[int], strict: bool
+    devices: Tuple[int, ...],
+    broken: Sequence[int],
+    pool: Sequence[int],
+    counts: Sequence[int],
+    strict: bool,
+    configured: Sequence[int],
 ) -> Tuple[Optional[Tuple[int, ...]], str]:
-    """``devices`` with each broken NPU replaced in place by a spare, or None and why not."""
+    """``devices`` with each broken NPU replaced in place by a spare of ``pool`` (the host's spares not
+    excluded; ``configured``: all of them), or None and why not."""
     new = list(devices)
     free = list(pool)
     for old in broken:
@@ -183,10 +189,10 @@ def _replace(
         if strict:
             candidates = [c for c in candidates if not c[0]]
         if not candidates:
-            if not pool:
+            if not configured:
                 return None, "no spare NPU on the host"
             if not free:
-                return None, f"its spare NPUs ({ranges(pool)}) are all used or excluded"
+                return None, f"its spare NPUs ({ranges(configured)}) are all used or excluded"
             return None, f"no spare NPU ({ranges(free)}) keeps HCCL's device groups (0-3, 4-7)"
         _, chosen = min(candidates)
         free.remove(chosen)

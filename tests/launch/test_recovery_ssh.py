@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from helpers import RANKS, marked_pids, run_cli, wait_until
+from helpers import RANKS, STANDINS, marked_pids, run_cli, wait_until
 
 FINAL = 200  # 10 s: the host is lost (3 s to notice) long before the job could end
 
@@ -89,4 +89,67 @@ recovery:
     assert len(weights) == 1
     assert (tmp_path / "out" / "h3" / "0" / "checkpoint").exists()  # given the checkpoint before it started
     # h2's agent stops its ranks when it stops hearing the launcher; nothing of the job is left anywhere
+    assert wait_until(lambda: not marked_pids(marker), 15), marked_pids(marker)
+
+
+def test_an_npu_fault_over_ssh_whose_spare_fails_the_new_check_moves_the_host(
+    netns_hosts, tmp_path: Path, marker: str
+) -> None:
+    """h1's NPU 0 reports a fault mid-run (its agent's health watch, the npu-smi stand-in on the hosts); its
+    spare NPU 2 fails the health check of the new placement (asked of h1 again over SSH), so the whole of
+    h1's share moves to the spare host h3, and the job ends there."""
+    faults = tmp_path / "faults"
+    faults.write_text("")
+    wrapper = netns_hosts.bin_dir / "npu-smi"
+    wrapper.write_text(
+        f'#!/bin/sh\ncase "$(hostname)" in\n  h1) export NPU_STANDIN_FAULTS={faults};;\nesac\n'
+        f'exec {STANDINS / "npu-smi"} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    config = tmp_path / "job.yaml"
+    config.write_text(f"""job:
+  command: [{sys.executable}, {RANKS / "rank.py"}, "*=train:{FINAL}"]
+  log_dir: {tmp_path / "logs"}
+  grace_period_s: 1
+hosts:
+  - {{host: h1, devices: 2, spare_devices: [2]}}
+  - {{host: h2, devices: 2}}
+spares:
+  - {{host: h3, devices: 2}}
+rank_table: none
+ssh: {{user: root, identity_file: {netns_hosts.client_key}, known_hosts: {netns_hosts.known_hosts},
+       config: {netns_hosts.ssh_config}}}
+env:
+  NPLTEST_MARKER: {marker}
+  CKPT_DIR: out/{{host}}/{{device_id}}
+  CKPT_EVERY: "5"
+  TRAIN_STEP_S: "0.05"
+monitor: {{health_interval_s: 0.3}}
+recovery:
+  checkpoint_dir: out/{{host}}/{{device_id}}
+""")
+    log = tmp_path / "logs" / "npu" / "attempt-1" / "hosts" / "h1" / "rank-0" / "stdout.log"
+
+    def fault() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if log.exists() and "step 20\n" in log.read_text():
+                faults.write_text("0 Alarm 80E01801\n2 Critical 80E01801\n")
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=fault, daemon=True).start()
+    try:
+        result = run_cli("run", str(config), "--job-id", "npu", env={"NPLTEST_MARKER": marker}, timeout=120)
+    finally:
+        wrapper.unlink()
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, second = json.loads((tmp_path / "logs" / "npu" / "summary.json").read_text())["attempts"]
+    assert first["root_cause"]["cls"] == "npu_fault" and first["root_cause"]["code"] == "80E01801"
+    assert [(e["host"], e["device"]) for e in first["excluded"]] == [("h1", 0), ("h1", 2)]
+    assert first["excluded"][1]["reason"].startswith("health check: chip health Critical")
+    assert "the health check of the new placement excludes h1 NPU 2" in result.stderr
+    assert second["changes"] == ["h1 (its spare NPUs (2) are all used or excluded) -> spare host h3 NPUs 0-1"]
+    assert second["devices"] == {"h3": [0, 1], "h2": [0, 1]}
+    assert second["resumed"]["step"] >= 20
     assert wait_until(lambda: not marked_pids(marker), 15), marked_pids(marker)

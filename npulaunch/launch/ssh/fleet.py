@@ -23,7 +23,7 @@ from npulaunch.host.wire import Closed, FromAgent, Probe, ProbeAnswer, ToAgent
 from npulaunch.launch.ssh.channel import AgentChannel, BackendError, SshTarget, connect
 from npulaunch.launch.ssh.ship import agent_zip
 from npulaunch.plan.findings import CheckFailed, Finding, Severity, fatal
-from npulaunch.plan.healthcheck import HealthSettings, judge_health
+from npulaunch.plan.healthcheck import HealthSettings
 from npulaunch.plan.prepare import Loaded, planner
 from npulaunch.plan.remotecheck import judge, probe_asks, remote_facts, review_health
 
@@ -47,7 +47,6 @@ class Fleet:
         self.warnings: List[str] = []
         self.findings: List[Finding] = []  # the health check's warnings and what it could not check
         self.checked: Dict[str, Any] = {}  # what the health check asked: tool calls, pings
-        self.spare_findings: List[Finding] = []  # the spare hosts' health: what a recovery must not use
         self.agent_code = agent_zip()
 
     def open(
@@ -210,9 +209,6 @@ def open_fleet(loaded: Loaded, settings: Optional[HealthSettings] = None) -> Fle
         ask_round = None if fleet.problems else fleet.ask_round  # a host already failed: no second round
         findings, checked = review_health(config, fleet.answers, asks, settings, ask_round)
         fleet.checked = checked
-        if config.spares:
-            spares = replace(config, hosts=tuple(h for h in config.spares if h.host in fleet.answers))
-            fleet.spare_findings = judge_health(spares, fleet.answers, asks)
         return findings
 
     spares = tuple(h.host for h in config.spares)
