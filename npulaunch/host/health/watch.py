@@ -29,8 +29,15 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 
 from npulaunch.host import procs
 from npulaunch.host.discovery import CONTAINER_VISIBLE_VAR, parse_npu_smi_info, physical_ids
-from npulaunch.host.health import judge
-from npulaunch.host.health.parse import parse_link, parse_npu_health
+from npulaunch.host.health.readings import (
+    Answer,
+    Device,
+    EventData,
+    state_event,
+    take_chip,
+    take_nic,
+    unanswered_event,
+)
 from npulaunch.host.trace import debug
 
 WORKERS = 8  # tool calls at a time (as the preflight's, host/health/gather.py)
@@ -40,25 +47,13 @@ OUTPUT_LIMIT = 1 << 20  # what is read of a call's output
 CLOSE_REAP_S = 0.2  # close() waits this long at most for the calls it killed to be gone
 CHIP, NIC, MAP = "chip", "nic", "map"  # what a call asks: a chip's health, a NIC's link, npu-smi's table
 
-EventData = Dict[str, Any]
-
 
 @dataclass
 class _Round:
     started: float
     queue: List[Tuple[str, Optional[int], List[str]]]  # (part, device, argv) not yet started
     pending: int = 0  # started and not finished
-    answers: Dict[Tuple[str, Optional[int]], "_Answer"] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class _Answer:
-    """One call's outcome: its stdout when it exited 0; else ``failed`` (it answered with an error) or
-    ``silent`` (it did not answer: timed out, or could not start), with why."""
-
-    text: str = ""
-    failed: str = ""
-    silent: str = ""
+    answers: Dict[Tuple[str, Optional[int]], "Answer"] = field(default_factory=dict)
 
 
 @dataclass
@@ -72,25 +67,6 @@ class _Call:
     deadline: float
     round: Optional[_Round]
     finished: bool = False
-
-
-@dataclass
-class _Device:
-    """What is known of one watched NPU: its last answered facts and what was last reported."""
-
-    device: int
-    ranks: List[int]
-    npu: Optional[int] = None
-    chip: Optional[int] = None
-    health: str = "OK"
-    codes: Tuple[str, ...] = ()
-    info: str = ""
-    nic: Optional[str] = None
-    shown: Tuple[str, Tuple[str, ...], bool] = ("OK", (), False)  # (health, codes, link down) last reported
-    reasons: Set[str] = field(default_factory=set)  # why it was not answered, each reported once
-
-    def signature(self) -> Tuple[str, Tuple[str, ...], bool]:
-        return self.health, tuple(sorted(self.codes)), self.nic == "DOWN"
 
 
 class HealthWatch:
@@ -108,7 +84,7 @@ class HealthWatch:
         self.tool_timeout_s = float(settings.get("tool_timeout_s") or TOOL_TIMEOUT_S)
         wanted = settings.get("devices")
         devices = sorted(ranks) if wanted is None else [int(d) for d in wanted]
-        self._devices = {d: _Device(d, sorted(ranks.get(d, ()))) for d in devices}
+        self._devices = {d: Device(d, sorted(ranks.get(d, ()))) for d in devices}
         self._nics = bool(settings.get("nics"))
         self._env = dict(env)
         self._clock = clock
@@ -262,14 +238,16 @@ class HealthWatch:
             self._off = True
             return [
                 dict(
-                    self._unanswered(None, "npu-smi is not on the PATH: the NPU health watch cannot run"),
+                    unanswered_event(
+                        None, "npu-smi is not on the PATH: the NPU health watch cannot run", self._ranks()
+                    ),
                     missing="npu-smi",
                 )
             ]
         if self._nics and shutil.which("hccn_tool", path=path) is None:
             self._nics = False
             why = "hccn_tool is not on the PATH: the NPUs' NIC links are not watched"
-            return [dict(self._unanswered(None, why), missing="hccn_tool")]
+            return [dict(unanswered_event(None, why, self._ranks()), missing="hccn_tool")]
         return []
 
     def _begin(self, now: float) -> _Round:
@@ -298,7 +276,7 @@ class HealthWatch:
             try:
                 self._spawn(part, device, argv, current)
             except OSError as exc:
-                self._done_answer(current, part, device, _Answer(silent=f"{argv[0]} cannot be run: {exc.strerror}"))
+                self._done_answer(current, part, device, Answer(silent=f"{argv[0]} cannot be run: {exc.strerror}"))
 
     def _spawn(self, part: str, device: Optional[int], argv: List[str], current: _Round) -> None:
         if self._dir is None:
@@ -317,22 +295,22 @@ class HealthWatch:
                 procs.kill_group(pid, signal.SIGKILL)
                 call.finished = True  # still counted among the calls (a slot) until the agent reaps it
                 why = f"{' '.join(call.argv)} did not answer within {self.tool_timeout_s:g} s"
-                self._done(call, _Answer(silent=why))
+                self._done(call, Answer(silent=why))
 
-    def _answer(self, call: _Call, exit_code: Optional[int], signal_name: Optional[str]) -> _Answer:
+    def _answer(self, call: _Call, exit_code: Optional[int], signal_name: Optional[str]) -> Answer:
         out, err = _read(call.out_path), _read(call.err_path)
         if exit_code == 0:
-            return _Answer(text=out)
+            return Answer(text=out)
         lines = (err or out).strip().splitlines()
         said = lines[-1].strip() if lines else "no output"
         how = f"exited with {exit_code}" if signal_name is None else f"was killed by {signal_name}"
-        return _Answer(failed=f"{' '.join(call.argv)} {how}: {said}")
+        return Answer(failed=f"{' '.join(call.argv)} {how}: {said}")
 
-    def _done(self, call: _Call, answer: _Answer) -> None:
+    def _done(self, call: _Call, answer: Answer) -> None:
         if call.round is not None and (call.round is self._round or call.round is self._last):
             self._done_answer(call.round, call.part, call.device, answer)
 
-    def _done_answer(self, current: _Round, part: str, device: Optional[int], answer: _Answer) -> None:
+    def _done_answer(self, current: _Round, part: str, device: Optional[int], answer: Answer) -> None:
         current.pending -= 1
         current.answers[(part, device)] = answer
         if part == MAP:
@@ -340,7 +318,7 @@ class HealthWatch:
             if self._mapped:
                 current.queue[:0] = self._chip_calls()
 
-    def _map(self, answer: _Answer) -> None:
+    def _map(self, answer: Answer) -> None:
         """Each device's card and chip from ``npu-smi info`` (as health.gather: physical ids in listing
         order, or as ASCEND_VISIBLE_DEVICES or the Phy-ID column say)."""
         chips = parse_npu_smi_info(answer.text) if answer.text else ()
@@ -371,90 +349,27 @@ class HealthWatch:
             if chip is None:
                 why.append(self._not_asked(dev, mapped))
             else:
-                why.append(self._take_chip(dev, chip, answered))
+                why.append(take_chip(dev, chip, answered))
             if self._nics:
-                why.append(self._take_nic(dev, answers.get((NIC, dev.device))))
+                why.append(take_nic(dev, answers.get((NIC, dev.device))))
             for reason in why:
                 if reason and reason not in dev.reasons:
                     dev.reasons.add(reason)
-                    events.append(self._unanswered(dev, reason))
+                    events.append(unanswered_event(dev, reason, ()))
             if dev.signature() != dev.shown:
                 dev.shown = dev.signature()
-                events.append(self._state(dev))
+                events.append(state_event(dev))
         return events
 
-    def _not_asked(self, dev: _Device, mapped: Optional[_Answer]) -> str:
+    def _ranks(self) -> List[int]:
+        return [r for d in self._devices.values() for r in d.ranks]
+
+    def _not_asked(self, dev: Device, mapped: Optional[Answer]) -> str:
         if mapped is not None and (mapped.silent or mapped.failed):
             return mapped.silent or mapped.failed
         if mapped is not None and not self._mapped:
             return "npu-smi info printed no NPU table npulaunch reads"
         return f"npu-smi info lists no NPU with physical id {dev.device}"
-
-    @staticmethod
-    def _take_chip(dev: _Device, answer: _Answer, others_answered: bool) -> str:
-        """Takes a chip's answer into what is known of it; returns why it was not answered ("" if it was).
-        A call that fails for one chip while others answer is the card's drop: health UNKNOWN (what
-        MindCluster makes of DeviceNotReady, host/health/judge.py CARD_DROP_CODE)."""
-        if answer.silent or (answer.failed and not others_answered):
-            return answer.silent or answer.failed
-        if answer.failed:
-            dev.health, dev.codes, dev.info = "UNKNOWN", (), f"npu-smi failed for this NPU alone: {answer.failed}"
-            return ""
-        health, code, info = parse_npu_health(answer.text)
-        if health is None:
-            first = answer.text.strip().splitlines()[0] if answer.text.strip() else "nothing"
-            return f"npu-smi info -t health -i {dev.npu} -c {dev.chip} printed {first!r}, not a format npulaunch reads"
-        dev.health, dev.codes, dev.info = health, judge.split_codes(code), info
-        return ""
-
-    @staticmethod
-    def _take_nic(dev: _Device, answer: Optional[_Answer]) -> str:
-        if answer is None:
-            return ""
-        if answer.silent or answer.failed:
-            return answer.silent or answer.failed
-        link = parse_link(answer.text)
-        if link is None:
-            first = answer.text.strip().splitlines()[0] if answer.text.strip() else "nothing"
-            return f"hccn_tool -i {dev.device} -link -g printed {first!r}, not a format npulaunch reads"
-        dev.nic = link
-        return ""
-
-    def _state(self, dev: _Device) -> EventData:
-        verdict = judge.judge_link(judge.judge_chip(dev.health, dev.codes), dev.nic)
-        return {
-            "device": dev.device,
-            "npu": dev.npu,
-            "chip": dev.chip,
-            "health": dev.health,
-            "codes": list(verdict.codes),
-            "levels": dict(verdict.levels),
-            "level": verdict.level,
-            "action": verdict.action,
-            "info": dev.info,
-            "ranks": list(dev.ranks),
-            "nic": dev.nic,
-            "unanswered": None,
-        }
-
-    def _unanswered(self, dev: Optional[_Device], why: str) -> EventData:
-        """Not answered: nothing is known, nothing changes of what was known. ``dev`` None: about the whole
-        watch (a tool it needs is missing)."""
-        ranks = dev.ranks if dev is not None else sorted(r for d in self._devices.values() for r in d.ranks)
-        return {
-            "device": None if dev is None else dev.device,
-            "npu": None if dev is None else dev.npu,
-            "chip": None if dev is None else dev.chip,
-            "health": None,
-            "codes": [],
-            "levels": {},
-            "level": None,
-            "action": judge.UNKNOWN,
-            "info": "",
-            "ranks": list(ranks),
-            "nic": None,
-            "unanswered": why,
-        }
 
 
 def _remove(call: _Call) -> None:
