@@ -102,9 +102,8 @@ def render_plan_table(plan: LaunchPlan) -> str:
 def _recovery(plan: LaunchPlan) -> List[str]:
     """The spares held back, and what a recovery excluded and moved (``recovery`` of the plan)."""
     facts = plan.recovery or {}
-    spares = [
-        f"{host} NPUs {', '.join(map(str, ids))}" for host, ids in (facts.get("spare_devices") or {}).items() if ids
-    ]
+    kept = {host: ids for host, ids in (facts.get("spare_devices") or {}).items() if ids}
+    spares = [f"{host} NPU{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}" for host, ids in kept.items()]
     hosts = list(facts.get("spare_hosts") or ())
     lines = []
     if spares or hosts:
