@@ -528,3 +528,15 @@ def test_devices_from_the_command_line_that_were_spares_are_used_not_held_back(t
     (host,) = config.hosts
     assert (host.devices, host.spare_devices) == ((0, 1, 2), (3,))
     assert arrange(config, (), resolve).hosts[0].devices == (0, 1, 2)
+
+
+def test_plan_shows_the_spares_and_the_watch() -> None:
+    from helpers import run_cli
+
+    result = run_cli("plan", "cluster_configs/local-4-recovery.yaml")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert (
+        "spares: localhost NPU 4 (recovery: at most 3 faults, resuming from output/{job_id}/{device_id}/ckpt)" in lines
+    )
+    assert "health watch: every 1 s (monitor.health_interval_s)" in lines
