@@ -17,14 +17,16 @@ from helpers import RANKS, STANDINS, marked_pids, run_cli, wait_until
 FINAL = 200  # 10 s: the host is lost (3 s to notice) long before the job could end
 
 
-def test_a_host_that_goes_away_is_replaced_by_the_spare_host(netns_hosts, tmp_path: Path, marker: str) -> None:
+def write_job(tmp_path: Path, netns_hosts, marker: str, h1: str = "", extra: str = "") -> Path:
+    """h1 and h2 with 2 training ranks each (``h1``: more of h1's entry), h3 held back; checkpoints keyed by
+    host and device, on the file system every test host shares."""
     config = tmp_path / "job.yaml"
     config.write_text(f"""job:
   command: [{sys.executable}, {RANKS / "rank.py"}, "*=train:{FINAL}"]
   log_dir: {tmp_path / "logs"}
   grace_period_s: 1
 hosts:
-  - {{host: h1, devices: 2}}
+  - {{host: h1, devices: 2{h1}}}
   - {{host: h2, devices: 2}}
 spares:
   - {{host: h3, devices: 2}}
@@ -36,9 +38,14 @@ env:
   CKPT_DIR: out/{{host}}/{{device_id}}
   CKPT_EVERY: "5"
   TRAIN_STEP_S: "0.05"
-recovery:
+{extra}recovery:
   checkpoint_dir: out/{{host}}/{{device_id}}
 """)
+    return config
+
+
+def test_a_host_that_goes_away_is_replaced_by_the_spare_host(netns_hosts, tmp_path: Path, marker: str) -> None:
+    config = write_job(tmp_path, netns_hosts, marker)
     h2 = next(host for host in netns_hosts.hosts if host.name == "h2")
     log = tmp_path / "logs" / "lost" / "attempt-1" / "hosts" / "h1" / "rank-0" / "stdout.log"  # as written
     cut = threading.Event()
@@ -106,28 +113,7 @@ def test_an_npu_fault_over_ssh_whose_spare_fails_the_new_check_moves_the_host(
         f'exec {STANDINS / "npu-smi"} "$@"\n'
     )
     wrapper.chmod(0o755)
-    config = tmp_path / "job.yaml"
-    config.write_text(f"""job:
-  command: [{sys.executable}, {RANKS / "rank.py"}, "*=train:{FINAL}"]
-  log_dir: {tmp_path / "logs"}
-  grace_period_s: 1
-hosts:
-  - {{host: h1, devices: 2, spare_devices: [2]}}
-  - {{host: h2, devices: 2}}
-spares:
-  - {{host: h3, devices: 2}}
-rank_table: none
-ssh: {{user: root, identity_file: {netns_hosts.client_key}, known_hosts: {netns_hosts.known_hosts},
-       config: {netns_hosts.ssh_config}}}
-env:
-  NPLTEST_MARKER: {marker}
-  CKPT_DIR: out/{{host}}/{{device_id}}
-  CKPT_EVERY: "5"
-  TRAIN_STEP_S: "0.05"
-monitor: {{health_interval_s: 0.3}}
-recovery:
-  checkpoint_dir: out/{{host}}/{{device_id}}
-""")
+    config = write_job(tmp_path, netns_hosts, marker, ", spare_devices: [2]", "monitor: {health_interval_s: 0.3}\n")
     log = tmp_path / "logs" / "npu" / "attempt-1" / "hosts" / "h1" / "rank-0" / "stdout.log"
 
     def fault() -> None:
