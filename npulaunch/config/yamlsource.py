@@ -57,6 +57,11 @@ class YamlDocument:
         return None
 
 
+def _too_deep(source: str, line: Optional[int]) -> ConfigProblem:
+    """Nesting past MAX_DEPTH: found by the reader, or refused earlier by the parser itself (libyaml)."""
+    return ConfigProblem(source, line, "(YAML)", f"more than {MAX_DEPTH} nested levels", "a cluster file's nesting")
+
+
 def parse_yaml(text: str, source: str) -> YamlDocument:
     """Parse one YAML document, keeping line numbers. Raises ConfigError on bad YAML."""
     reader = _Reader(source)
@@ -66,6 +71,8 @@ def parse_yaml(text: str, source: str) -> YamlDocument:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
         problem = " ".join(str(p) for p in (exc.context, exc.problem) if p)
+        if "maximum nesting depth" in problem:  # libyaml from PyYAML 6.0.4 stops deep nesting itself
+            raise ConfigError([_too_deep(source, line)]) from None
         hint = ""
         if line is not None and "\t" in "".join(text.splitlines()[max(0, line - 2) : line]):
             hint = "YAML does not allow tabs for indentation: use spaces"
@@ -158,10 +165,7 @@ class _Reader:
             self._depth += 1
             if self._depth > MAX_DEPTH:
                 line = event.start_mark.line + 1 if event.start_mark is not None else None
-                problem = ConfigProblem(
-                    self.source, line, "(YAML)", f"more than {MAX_DEPTH} nested levels", "a cluster file's nesting"
-                )
-                raise ConfigError([problem])
+                raise ConfigError([_too_deep(self.source, line)])
         elif event.__class__ is _MapEnd or event.__class__ is _SeqEnd:
             self._depth -= 1
 
