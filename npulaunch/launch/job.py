@@ -200,12 +200,9 @@ def _as_placed(config: "ClusterConfig", plan: LaunchPlan) -> "ClusterConfig":
     from dataclasses import replace
 
     entries = {h.host: h for h in config.hosts + config.spares}
-    devices: Dict[str, List[int]] = {}
-    for spec in plan.ranks:
-        devices.setdefault(spec.host, []).append(spec.device_id)
     hosts = tuple(
-        replace(entries[host], devices=tuple(ids), device_ips=None, spare_devices=(), spare_device_ips=None)
-        for host, ids in devices.items()
+        replace(entries[host], devices=ids, device_ips=None, spare_devices=(), spare_device_ips=None)
+        for host, ids in plan.devices_by_host().items()
     )
     return replace(config, hosts=hosts, spares=())
 

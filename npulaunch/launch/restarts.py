@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Callable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from npulaunch.diagnose.summary import AttemptRecord, JobSummary
 from npulaunch.host.errors import PlanError
@@ -172,14 +172,7 @@ def _listed(found: Sequence[Exclusion]) -> str:
 
 
 def _where(plan: LaunchPlan) -> str:
-    return ", ".join(f"{host} NPUs {','.join(map(str, ids))}" for host, ids in _devices(plan).items())
-
-
-def _devices(plan: LaunchPlan) -> Dict[str, Tuple[int, ...]]:
-    found: Dict[str, List[int]] = {}
-    for spec in plan.ranks:
-        found.setdefault(spec.host, []).append(spec.device_id)
-    return {host: tuple(ids) for host, ids in found.items()}
+    return ", ".join(f"{host} NPUs {','.join(map(str, ids))}" for host, ids in plan.devices_by_host().items())
 
 
 def _record(
@@ -187,7 +180,7 @@ def _record(
 ) -> AttemptRecord:
     return replace(
         summary.attempt_record(attempt, plan.attempt_dir),
-        devices=_devices(plan),
+        devices=plan.devices_by_host(),
         resumed=resumed.to_json() if resumed is not None and attempt > 1 else None,
         last_step=last_step,
         changes=tuple(plan.recovery.get("changes") or ()),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import ConsoleMode
 from npulaunch.host.spec import HostPlan, RankSpec
@@ -143,6 +143,13 @@ class LaunchPlan:
             rank_table_path=self.rank_table_path,
             health_watch=self.health_watch(node_rank),
         )
+
+    def devices_by_host(self) -> Dict[str, Tuple[int, ...]]:
+        """Each host's NPUs (physical ids) in the order of its ranks."""
+        found: Dict[str, List[int]] = {}
+        for spec in self.ranks:
+            found.setdefault(spec.host, []).append(spec.device_id)
+        return {host: tuple(ids) for host, ids in found.items()}
 
     def health_watch(self, node_rank: int) -> Optional[Dict[str, Any]]:
         """What one host's agent watches of its NPUs while the job runs (host/health/watch.py)."""
