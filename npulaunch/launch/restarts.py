@@ -100,12 +100,12 @@ def run_with_restarts(
             supervisor.report(summary)
             before = len(excluded)
             planned = _replan(plan_for, attempt + 1, excluded, found, console, recheck)
-            attempts[-1] = record = _then(record, "", excluded[before:])  # with what the new check found
+            # what the failure excluded, and what the new placement's check found
+            attempts[-1] = _then(record, "" if planned is None else "recovered", excluded[before:])
             if planned is None:
                 stopped = True
                 break
             recoveries += 1
-            attempts[-1] = _then(record, "recovered", excluded[before:])
             console.message(
                 f"recovery {recoveries} of {plan.recovery.get('max_recoveries')}: excluded {_listed(found)}; "
                 f"attempt {attempt + 1} on {_where(planned)}"
