@@ -151,7 +151,7 @@ def test_one_message_one_finding_its_most_specific_code_first_and_the_others_lis
     assert finding.cls == "device_kernel_fault" and finding.kind == "cause" and finding.fatal
     assert "(EZ9999):  The error from device" in finding.line  # the line that says more than "Inner Error!"
     assert finding.before[0] == "step 41 loss 0.31" and "Traceback (most recent call last):" in finding.before
-    assert finding.after[0].strip().startswith("TraceBack") and finding.detail == "device 0"
+    assert finding.after[0].strip().startswith("TraceBack") and finding.detail == "device 0; rank 3"
     assert finding.line_no == 10
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
-from npulaunch.host.cann.codes import ACL, CAUSE, INTERNAL, SYMPTOM, CodeInfo, specificity
+from npulaunch.host.cann.codes import ACL, CANN, CAUSE, INTERNAL, SYMPTOM, CodeInfo, specificity
 from npulaunch.host.cann.messages import Message
 from npulaunch.host.cann.phrases import Signature
 from npulaunch.host.cann.shapes import find_reason, line_time, strip_prefix
@@ -49,6 +49,9 @@ _DEVICE = lazy_re(
     r"\bdevice_id=(\d+)|\bdevice\(chipId:(\d+)|\bDevice:(\d+)|\bdeviceId\s*=\s*(\d+)|\bdevice ID (\d+)|\bdevId=(\d+)"
 )
 _INNER_CODE = lazy_re(r"\bInnerCode=(0x[0-9a-fA-F]+)")
+# torch_npu's header "(PID:<pid>, Device:<device or -1>, RankID:<$RANK or -1>)" (Ascend/pytorch
+# torch_npu/csrc/core/npu/NPUException.cpp formatErrorCode, L90-105 @ 9e73e708): the rank that printed it, when set
+_RANK_ID = lazy_re(r"\bRankID:(\d+)\)")
 _KERNEL_FAULT = lazy_re(r"(?i:\b(?:aicore|aivec|aivector|vector core|ai core)\b.{0,40}?\b(?:error|exception)\b)")
 _AICPU_FAULT = lazy_re(r"(?i:\baicpu\b.{0,40}?\bexception\b|exception occurred during AICPU execution)")
 _TIMEOUT = lazy_re(r"(?i:\btime(?:d)?[ _]?out\b)")
@@ -59,7 +62,11 @@ def build(message: Message, source: str = "") -> Finding:
     from npulaunch.host.cann.lookup import describe, lookup_reason  # the catalog, loaded at the first finding
 
     codes = _codes(message)
-    phrase: Optional[Signature] = next((p for _, p in message.phrases if isinstance(p, Signature)), None)
+    phrased = [(i, p) for i, p in message.phrases if isinstance(p, Signature)]
+    # the first phrase that names the failure, else the first (a traceback's, a framework's: host/cann/phrases.py)
+    at, phrase = next(
+        ((i, p) for i, p in phrased if p.name not in GENERIC_PHRASES), phrased[0] if phrased else (0, None)
+    )
     chosen = min(codes, key=lambda c: (specificity(c[1]), c[0]))[1] if codes else ""
     text = "\n".join(strip_prefix(line) for line in message.lines)
     reason = _reason(message, lookup_reason)
@@ -70,7 +77,7 @@ def build(message: Message, source: str = "") -> Finding:
     info = describe(code) if code else None
     where = _code_line(message, codes, chosen) if chosen else None
     if where is None:
-        where = next((i for i, _ in message.phrases), 0)
+        where = at
     where = min(where, len(message.lines) - 1)
     cls, kind, hint, retryable, why = _judge(info, phrase, codes, chosen, text)
     detail = _detail(text, reason, implied)
@@ -116,8 +123,12 @@ def _codes(message: Message) -> List[Tuple[int, str]]:
     return sorted(found)
 
 
-# phrases that say only that something failed, not what: a code's knowledge goes before them
-GENERIC_PHRASES = frozenset(("python-traceback", "out-of-memory", "segfault"))
+# phrases that say only that something failed, not what: a code's knowledge goes before them (a framework's own
+# failure is one: MindSpore's internal errors print no code, and one printed with them names the cause)
+GENERIC_PHRASES = frozenset(("python-traceback", "out-of-memory", "segfault", "mindspore-internal-error"))
+# the categories of a user code's title that say no more than a code under it may (host/cann/lookup.py CATEGORIES):
+# EL0003's "invalid argument" over 507033's device that did not start; never E30006's "installation" (the OPP)
+_VAGUE_CATEGORIES = frozenset(("invalid argument", "error", "internal"))
 
 
 def _judge(
@@ -125,7 +136,8 @@ def _judge(
 ) -> Tuple[str, str, str, bool, str]:
     """(class, kind, hint, retryable, why) of the finding: npulaunch's knowledge of the code first; for a
     code it has none of, a failure phrase the message holds (but a traceback's or a crash's), a code
-    under it that it knows, what the block's words say (an internal code's kernel fault or timeout);
+    under it that it knows (when the code's own title says little: an internal or invalid-argument one), what the
+    block's words say (an internal code's kernel fault or timeout);
     else the family's defaults."""
     from npulaunch.host.cann.knowledge import CODES
     from npulaunch.host.cann.lookup import describe
@@ -135,7 +147,8 @@ def _judge(
     specific = phrase is not None and phrase.name not in GENERIC_PHRASES
     if phrase is not None and specific:
         return phrase.cls, phrase.kind, phrase.hint, phrase.retryable, ""
-    for _, other in codes:
+    vague = info is None or info.family != CANN or info.scope == INTERNAL or info.category in _VAGUE_CATEGORIES
+    for _, other in codes if vague else ():
         if other != chosen and other in CODES:
             known = describe(other)
             if known is not None:
@@ -167,7 +180,12 @@ def _reason(
 
 
 # what a message's detail names, each from the first of its patterns' groups that matched
-_NAMED = (("operator %s", _OPERATOR), ("the runtime's inner code %s", _INNER_CODE), ("device %s", _DEVICE))
+_NAMED = (
+    ("operator %s", _OPERATOR),
+    ("the runtime's inner code %s", _INNER_CODE),
+    ("device %s", _DEVICE),
+    ("rank %s", _RANK_ID),
+)
 
 
 def _detail(text: str, reason: Optional[Tuple[str, Optional[int]]], implied: str) -> str:

@@ -21,7 +21,8 @@ SOURCE_NOTES = {
     "acl-err": "hicann/runtime docs/zh/api_ref/25-01_aclError.md @ 681ef761 (meaning and handling of each aclError)",
     "hccl-types": "cann-hcomm include/hccl/hccl_types.h @ b5f3e5be (HcclResult and its comments)",
     "drv-errors": "hicann/driver pkg_inc/ascend_hal_error.h @ ef377e95 (drvError_t and its comments)",
-    "torch-npu": "Ascend/pytorch torch_npu/utils/_error_code.py @ 9e73e708 (ERR<submodule><type>)",
+    "torch-npu": "Ascend/pytorch torch_npu/utils/_error_code.py and torch_npu/csrc/core/npu/NPUException.h/.cpp "
+    "@ 9e73e708 (ERR<submodule><type>)",
     "mindcluster": "Ascend/mind-cluster docs/en/scheduling/usage/resumable_training/"
     "03_configuring_fault_detection_levels.md and component/ascend-device-plugin/pkg/common/fault_code.go "
     "(getFaultTypeBySeverity) @ 22bb3d98",
@@ -249,5 +250,49 @@ CATEGORY_HINTS = {
     "error": "%s reported an error: the message says what failed",
 }
 WARNING_HINT = "a warning, not a failure: the job can go on; the message says what to improve"
-# torch_npu's error types (ErrCode in _error_code.py) in a few words
-TORCH_NPU_TYPES = {"ACL": "a call into ACL failed", "HCCL": "a call into HCCL failed", "GE": "a call into GE failed"}
+# torch_npu's ERR<SS><EEE>: the two tables are torch_npu's (Ascend/pytorch @ 9e73e708: SubModule and ErrCode in
+# torch_npu/csrc/core/npu/NPUException.h L58-76, their words in NPUException.cpp L9-32; _error_code.py adds UNKNOWN 99
+# and EXCEPT 999); the catalog holds the numbers (catalog.TORCH_NPU_SUBMODULES, TORCH_NPU_ERRORS, generated). The
+# line: "[ERROR] <time> (PID:<pid>, Device:<device, -1 unknown>, RankID:<$RANK, -1 unset>) ERR<SS><EEE> <SUBMODULE>
+# <words>" (NPUException.cpp formatErrorCode L90-105). The code says which layer's call failed; the CANN message
+# printed with it names the cause, and a CANN code in the same message goes before it (codes.specificity).
+TORCH_NPU_PARTS = {  # what each submodule is, in a few words
+    "PTA": "torch_npu's core (device, memory, streams)",
+    "OPS": "an operator's call",
+    "DIST": "distributed (the HCCL process group)",
+    "GRAPH": "graph mode",
+    "PROF": "the profiler",
+    "UNKNOWN": "outside torch_npu",
+}
+TORCH_NPU_TYPES = {  # errCodeMap's words (NPUException.cpp L16-32), and _error_code.py's for EXCEPT
+    "SUCCESS": "success",
+    "PARAM": "invalid parameter",
+    "TYPE": "invalid type",
+    "VALUE": "invalid value",
+    "PTR": "invalid pointer",
+    "INTERNAL": "internal error",
+    "MEMORY": "memory error",
+    "NOT_SUPPORT": "feature not supported",
+    "NOT_FOUND": "resource not found",
+    "UNAVAIL": "resource unavailable",
+    "SYSCALL": "system call failed",
+    "TIMEOUT": "timeout error",
+    "PERMISSION": "permission error",
+    "ACL": "call acl api failed",
+    "HCCL": "call hccl api failed",
+    "GE": "call ge api failed",
+    "EXCEPT": "application exception",
+}
+# the failure class of an ERR code by its type (the others: torch_npu_<type>). EXCEPT is printed by torch_npu's exit
+# handler when the process ends on an exception that is no NPU error (_error_code.py _NPUExceptionHandler
+# .handle_exception: "raised by other component, such as original PyTorch, third-party library, or application code")
+TORCH_NPU_CLASSES = {
+    "ACL": "acl_call_failed",
+    "HCCL": "hccl_call_failed",
+    "GE": "ge_call_failed",
+    "EXCEPT": "python_exception",
+}
+TORCH_NPU_HINTS = {
+    "EXCEPT": "the process ended on an exception raised outside torch_npu (PyTorch, a library or the script): "
+    "the traceback above the line names it",
+}

@@ -38,6 +38,9 @@ from npulaunch.host.cann.knowledge import (
     INNER_REFERENCE,
     RETRYABLE,
     SOURCE_NOTES,
+    TORCH_NPU_CLASSES,
+    TORCH_NPU_HINTS,
+    TORCH_NPU_PARTS,
     TORCH_NPU_REFERENCE,
     TORCH_NPU_TYPES,
     WARNING_HINT,
@@ -191,19 +194,21 @@ def _enum(code: str, family: str) -> CodeInfo:
 
 
 def _torch_npu(code: str) -> CodeInfo:
+    """torch_npu's ERR<SS><EEE>: its submodule and type from the catalog's numbers, in knowledge.py's words."""
     submodule = catalog.TORCH_NPU_SUBMODULES.get(int(code[3:5]))
     error = catalog.TORCH_NPU_ERRORS.get(int(code[5:8]))
-    calls = {"ACL": "acl_call_failed", "HCCL": "hccl_call_failed", "GE": "ge_call_failed"}
+    words = TORCH_NPU_TYPES.get(error or "", (error or "unknown type").lower().replace("_", " "))
+    where = TORCH_NPU_PARTS.get(submodule or "", "submodule %s" % code[3:5])
     return _info(
         code,
         TORCH_NPU,
         submodule is not None and error is not None,
         "torch_npu %s" % (submodule or "submodule %s" % code[3:5]),
         "%s %s" % (submodule or "?", error or "?"),
-        category=TORCH_NPU_TYPES.get(error or "", (error or "error").lower().replace("_", " ")),
-        cls=calls.get(error or "", "torch_npu_%s" % _slug(error or "error")),
-        hint="torch_npu (%s): %s; the CANN message printed with it names the cause"
-        % (submodule or "?", TORCH_NPU_TYPES.get(error or "", (error or "unknown type").lower().replace("_", " "))),
+        category=words,
+        cls=TORCH_NPU_CLASSES.get(error or "", "torch_npu_%s" % _slug(error or "error")),
+        hint=TORCH_NPU_HINTS.get(error or "")
+        or "torch_npu, %s: %s; the CANN message printed with it names the cause" % (where, words),
         page=TORCH_NPU_REFERENCE % catalog.SOURCES["torch-npu-errors"][1],
         source=_source("torch-npu-errors"),
     )

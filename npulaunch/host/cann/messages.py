@@ -12,6 +12,7 @@ from typing import Callable, Deque, List, Optional, Sequence, Tuple
 
 from npulaunch.host.cann.shapes import (
     Hit,
+    banner,
     continues,
     find_codes,
     find_reason,
@@ -43,7 +44,7 @@ def _reason_in(text: str) -> bool:
 class Message:
     """The lines of one error message, the codes in them (line index, hit) and the phrases."""
 
-    __slots__ = ("lines", "hits", "phrases", "before", "plog", "count", "last_time", "blanks", "line_no")
+    __slots__ = ("lines", "hits", "phrases", "before", "plog", "count", "last_time", "blanks", "line_no", "section")
 
     def __init__(self, before: Sequence[str], plog: bool, line_no: int = 0) -> None:
         self.line_no = line_no  # the stream's line (1-based) the message starts on
@@ -55,6 +56,7 @@ class Message:
         self.count = 0  # lines in all, kept or not
         self.last_time: Optional[float] = None
         self.blanks = 0
+        self.section = False  # in a part of MindSpore's exception frame (its lines go on the message)
 
     def add(self, line: str, hits: Sequence[Hit], phrase: object) -> None:
         index = self.count
@@ -133,6 +135,7 @@ class Reader:
         if opens:
             message = Message(self._context, plog=self._plog or level is not None, line_no=self.lines_seen)
             message.last_time = line_time(text) if message.plog else None
+            message.section = banner(text)
             message.add(line, hits, phrase)
             self.current = message
             self._context.clear()
@@ -151,9 +154,12 @@ class Reader:
         if not text.strip():
             message.blanks += 1
             return message.blanks <= MAX_BLANKS
-        message.blanks = 0
+        after_blank, message.blanks = message.blanks > 0, 0
         if level is not None:  # a plog record printed to stdout: it joins when it carries a code or phrase
             return opens and not message.plog
         if message.plog:  # a plog record stands alone: only an indented line goes on it
             return text[:1].isspace()
-        return opens or continues(text)
+        if banner(text):  # a part of MindSpore's frame: its lines follow, up to a blank line
+            message.section = True
+            return True
+        return opens or continues(text) or (message.section and not after_blank)

@@ -1,8 +1,8 @@
 """The table of error phrases (data): the lines that name a failure without printing a code (HCCL's plog
-keywords, the runtime's device exceptions, Python tracebacks, segmentation faults), with the CANN code
-CANN's documentation files them under, the failure class, cause or symptom, retryability, whether they
-stop the job, the hint and the source. Lines that print a code are read by their shape (host/cann/);
-host/cann/prefilter.py matches these. Standard library only, Python 3.7+.
+keywords, the runtime's device exceptions, MindSpore's own errors and its cluster's lost processes, Python
+tracebacks, segmentation faults), with the CANN code CANN's documentation files them under, the failure class,
+cause or symptom, retryability, whether they stop the job, the hint and the source. Lines that print a code are
+read by their shape (host/cann/); host/cann/prefilter.py matches these. Standard library only, Python 3.7+.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ class Signature:
     code: str = ""  # the CANN error code, when there is one
     fatal: bool = False  # the job cannot go on: stop it now rather than wait for timeouts
     needles: Tuple[str, ...] = ()  # literal texts a matching line contains one of (lower-case: any case)
+    # its lines come with one of host/cann/shapes.py's E_SHAPES in their block (a Python exception's "Error:", an
+    # "[ERROR]" record): the block's pre-filter passes them by that, so its needles cost no search of every block
+    shaped: bool = False
 
 
 # Sources cited below, by short name:
@@ -214,6 +217,93 @@ SIGNATURES: Tuple[Signature, ...] = (
         "a kernel failed on the NPU: the line names it (fault kernel_name); check its inputs' addresses",
         fatal=True,
         needles=(_PLOG_ERROR,),
+    ),
+    # the runtime's line for an AI CPU kernel's fault (hicann/runtime device_error_proc.cc ProcessStarsAicpuErrorInfo,
+    # "An exception occurred ..." before CANN 8), which MindSpore prints in its "Launch kernel failed" exception
+    # without the EZ9999/E39999 header; the runtime returns 507018 ACL_ERROR_RT_AICPU_EXCEPTION for it (acl-err)
+    Signature(
+        "device-aicpu-error",
+        r"(?i:exception occurred during AICPU execution)",
+        "aicpu_kernel_fault",
+        CAUSE,
+        False,
+        "an AI CPU operator failed on the NPU: the line gives its stream, task and errcode; the plog names the kernel",
+        fatal=True,
+        needles=("during AICPU",),
+    ),
+    # MindSpore (mindspore-ai/mindspore @ the commits named): a framework's own failure carries no CANN code. Its
+    # internal errors: MS_EXCEPTION_IF_NULL's "The pointer[x] is null." (mindspore/core/utils/log_adapter.h @
+    # a40147fb, MS_LOG(INTERNAL_EXCEPTION)) and MS_INTERNAL_EXCEPTION's "- Framework Unexpected Exception Raised:"
+    # part (tests/ut/cpp/utils/log_adapter_test.cc @ 5076d1b3). They say only that the framework failed, so a CANN
+    # code in the same message goes before them (host/cann/findings.py GENERIC_PHRASES), and MindSpore's frame around
+    # them ("- C++ Call Stack: ...") is part of the message, never a failure of its own.
+    Signature(
+        "mindspore-internal-error",
+        r"The pointer\[[^\]]*\] is null|^- Framework Unexpected Exception Raised:",
+        "framework_internal_error",
+        CAUSE,
+        False,
+        "MindSpore failed inside the framework (an internal check): the message and its C++ call stack say where; "
+        "look for an earlier CANN error of the same rank, else report it to MindSpore with the call stack",
+        needles=("The pointer[", "Framework Unexpected"),
+        shaped=True,
+    ),
+    # mindspore/core/utils/ms_context.cc @ c88480a8 (SetDeviceTarget): the Ascend backend did not load, its reason
+    # under "- Device load error message:" (a CANN library not found: CANN's set_env.sh not sourced, or a wheel for CPU)
+    Signature(
+        "mindspore-no-ascend",
+        r"Unsupported device target Ascend\b",
+        "ascend_backend_unavailable",
+        CAUSE,
+        False,
+        "MindSpore could not load its Ascend backend: the lines under it name the library it could not open; "
+        "source CANN's set_env.sh in the ranks' environment and install the MindSpore wheel built for Ascend",
+        fatal=True,
+        needles=("Unsupported device target",),
+        shaped=True,
+    ),
+    # MindSpore's cluster (msrun and the scheduler, the "meta server"): lines that say another process failed first.
+    # msrun: "Worker process N exit with exception." / "Scheduler process N exit with exception." / "Time out nodes
+    # are [...]" (mindspore/python/mindspore/parallel/cluster/process_entity/_api.py @ 1d200336); the scheduler: "The
+    # node: X is timed out." / "There are N abnormal compute graph nodes." / "The total number of timed out node is N"
+    # (mindspore/ccsrc/distributed/cluster/topology/meta_server_node.cc @ 04431c95); a worker: "The state of the
+    # cluster is error, total nodes num: N, abnormal nodes num: M" / "Failed to connect to the meta server. Maybe it
+    # has exited." (compute_graph_node.cc @ 02bc35af). A node's heartbeat stops when its process exits or hangs.
+    Signature(
+        "msrun-process-failed",
+        r"\[ERROR\].*(?:(?:Worker|Scheduler) process \d+ exit with exception|Time out nodes are \[)",
+        "cluster_process_failed",
+        SYMPTOM,
+        False,
+        "msrun saw a worker or the scheduler exit (or lists the nodes whose heartbeat timed out): the cause is the "
+        "first error in the failed worker's own log",
+        needles=(_PLOG_ERROR,),
+        shaped=True,
+    ),
+    Signature(
+        "mindspore-node-lost",
+        r"\[ERROR\].*(?:The node: \S+ is timed out|There are \d+ abnormal compute graph nodes)"
+        r"|The total number of timed out node is \d+|The state of the cluster is error, .*abnormal nodes num: [1-9]",
+        "cluster_node_lost",
+        SYMPTOM,
+        False,
+        "MindSpore's scheduler lost a node's heartbeat (its process exited or hung): the node id is its rank; the "
+        "cause is in that rank's log",
+        fatal=True,
+        needles=(_PLOG_ERROR, "The total number of timed out node", "The state of the cluster is error"),
+        shaped=True,
+    ),
+    Signature(
+        "mindspore-scheduler-lost",
+        r"Failed to connect to the meta server\. Maybe it has exited",
+        "cluster_scheduler_lost",
+        SYMPTOM,
+        False,
+        "a worker lost MindSpore's scheduler (the meta server): it exited or its host is unreachable; look at the "
+        "scheduler's log, then MS_SCHED_HOST / MS_SCHED_PORT",
+        fatal=True,
+        needles=("Failed to connect to the meta server",),
+        shaped=True,
     ),
     Signature(
         "out-of-memory",

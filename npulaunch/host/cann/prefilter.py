@@ -50,9 +50,11 @@ class Matcher:
         unfiltered = [s.pattern for s in self.signatures if not s.needles]
         self._unfiltered = re.compile("|".join("(?:%s)" % p for p in unfiltered), re.MULTILINE) if unfiltered else None
 
+        # a signature whose lines come with an E-shape in their block needs no gate: ecode_in passes its blocks
+        gated = [s for s in self.signatures if not (shapes and s.shaped)]
         self._gates = _gates(
-            {n for s in self.signatures for n in _exact(s.needles)} | (set(SHAPE_NEEDLES) if shapes else set()),
-            {n for s in self.signatures for n in s.needles if n not in _exact(s.needles)},
+            {n for s in gated for n in _exact(s.needles)} | (set(SHAPE_NEEDLES) if shapes else set()),
+            {n for s in gated for n in s.needles if n not in _exact(s.needles)},
         )
 
     def scan_block(self, block: bytes) -> Tuple[List[str], List[Tuple[int, Signature]]]:

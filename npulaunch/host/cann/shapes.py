@@ -186,10 +186,13 @@ def find_reason(line: str) -> Optional[str]:
 
 # -- what a line is, around the codes -----------------------------------------------------------------------------
 # prefixes other programs put before a rank's own text: torchrun's --log-line-prefix ("[rank3]:"), mpirun's
-# --tag-output ("[1,3]<stdout>:"), grep -n over log files ("plog-2950_2025.log:12:"), Ray's and vLLM's process
-# tags ("(EngineCore_DP0 pid=753) "), vLLM's and similar loggers' level and time ("ERROR 04-30 03:48:59 [core.py:700] ")
+# --tag-output ("[1,3]<stdout>:"), grep -n over log files ("plog-2950_2025.log:12:"), and grep -rn -C over a folder,
+# as msrun prints its workers' errors when a job fails ("msrun_log/worker_3.log:120:" for a line that matched,
+# "msrun_log/scheduler.log-58-" for one around it: mindspore/python/mindspore/parallel/cluster/process_entity/_api.py
+# _analyze_log @ 1d200336), Ray's and vLLM's process tags ("(EngineCore_DP0 pid=753) "), vLLM's and similar loggers'
+# level and time ("ERROR 04-30 03:48:59 [core.py:700] ")
 _PREFIX = lazy_re(
-    r"^(?:\[rank\d+\]:\s?|\[\d+,\d+\]<std(?:out|err)>:\s?|[\w.-]+\.log:\d+:"
+    r"^(?:\[rank\d+\]:\s?|\[\d+,\d+\]<std(?:out|err)>:\s?|(?:[\w.-]+/)*[\w.-]+\.log(?::\d+:|-\d+-)"
     r"|\([\w.-]+(?: [\w.-]+=[\w.:-]+)*,? pid=\d+(?:, ip=[\d.]+)?\)\s?"
     r"|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\]\s?)+"
 )
@@ -202,6 +205,10 @@ _CONTINUES = lazy_re(
     r"During handling of the above exception|The above exception was the direct cause|"
     r"Traceback \(most recent call last\)|[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b)"
 )
+# MindSpore's frame around an exception's parts (mindspore/core/utils/log_adapter.cc @ 02dbdb0f, PrintMessage: a line of
+# dashes, "- <title>", dashes, the part): "- Ascend Error Message:", "- C++ Call Stack: (For framework developers)",
+# "- Framework Unexpected Exception Raised:", "- Device load error message:", "- The Traceback of Net Construct Code:"
+_BANNER = lazy_re(r"^- [A-Z][\w +'/.-]{0,60}:(?: \(For framework developers\))?\s*$")
 # a warning printed by torch ("[W compiler_depend.ts:28] Warning: ..."), glog ("W1102 03:04:05.1 ...") or logging
 _WARNING = lazy_re(r"^(?:\[W(?: |\d)|W\d{4} \d\d:\d\d|\[WARNING\]|\[WARN\]|WARNING[: ]|Warning: |UserWarning)")
 _TIME = lazy_re(
@@ -211,7 +218,7 @@ _TIME = lazy_re(
 
 def strip_prefix(line: str) -> str:
     """The line without what a launcher or logger put before the rank's own text."""
-    if line[:1] not in "[(EWIDC" and ".log:" not in line[:100]:
+    if line[:1] not in "[(EWIDC" and ".log" not in line[:200]:
         return line
     match = _PREFIX.match(line)
     return line[match.end() :] if match else line
@@ -230,6 +237,12 @@ def continues(text: str) -> bool:
     TraceBack / Possible Cause / Solution, torch_npu's ``[Error]:``, the MindSpore and TF Adapter frames,
     a Python traceback's parts."""
     return bool(text) and _CONTINUES.match(text) is not None
+
+
+def banner(text: str) -> bool:
+    """Whether a line is the title of a part of MindSpore's exception frame (``- C++ Call Stack: ...``): the
+    lines of that part, up to a blank line, go on the message."""
+    return text[:2] == "- " and _BANNER.match(text) is not None
 
 
 def is_warning(text: str) -> bool:
