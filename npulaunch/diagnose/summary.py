@@ -59,6 +59,7 @@ class FailureReport:
             "retryable": c.retryable,
             "retryable_why": c.retryable_why,
             "code_info": c.code_info,
+            **({"raised": c.raised} if c.raised else {}),  # only when the rank's error file said (torch's @record)
             "why": c.why,
             "others": [{"ranks": list(g.ranks), "what": g.what} for g in c.others],
             "pid": self.pid,
@@ -98,6 +99,7 @@ class FailureReport:
         )
         retryable_why = f.text("retryable_why") if f.has("retryable_why") else ""
         info = f.opt_object("code_info") if f.has("code_info") else None
+        raised = f.opt_object("raised") if f.has("raised") else None  # the rank's error file: later still
         cause = RootCause(
             rank,
             host,
@@ -117,6 +119,7 @@ class FailureReport:
             detail=detail,
             retryable_why=retryable_why,
             code_info=info.data if info is not None else None,
+            raised=raised.data if raised is not None else None,
         )
         return cls(
             cause,

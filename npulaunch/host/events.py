@@ -17,6 +17,9 @@ class EventKind(str, Enum):
     JOB_STARTED = "job_started"
     RANK_STARTED = "rank_started"
     RANK_SPAWN_FAILED = "rank_spawn_failed"
+    # what a failed rank raised, from its error file (host/errorfile.py: exception, message, where, traceback,
+    # timestamp, written, path); emitted just before its RANK_EXITED
+    RANK_ERROR_FILE = "rank_error_file"
     RANK_EXITED = "rank_exited"
     STOP_REQUESTED = "stop_requested"
     SIGNAL_RECEIVED = "signal_received"

@@ -31,10 +31,11 @@ class RankResult:
     exit_code: Optional[int]
     signal: Optional[str]
     error: Optional[str] = None
+    raised: Optional[Dict[str, Any]] = None  # what it raised, from its error file (host/errorfile.py)
 
     def to_json(self) -> Dict[str, Any]:
-        """A JSON-ready record (``state`` as its value)."""
-        return {
+        """A JSON-ready record (``state`` as its value; ``raised`` only when there is one)."""
+        record = {
             "rank": self.rank,
             "host": self.host,
             "device_id": self.device_id,
@@ -46,6 +47,9 @@ class RankResult:
             "signal": self.signal,
             "error": self.error,
         }
+        if self.raised is not None:
+            record["raised"] = self.raised
+        return record
 
     @classmethod
     def from_json(cls, record: Dict[str, Any]) -> "RankResult":

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from npulaunch.diagnose.rootcause import ranks_word
 from npulaunch.diagnose.summary import AttemptRecord, JobStatus, JobSummary
+from npulaunch.host.errorfile import raised_text
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.records import RankState
 from npulaunch.views.reporttext import code_lines
@@ -99,6 +100,12 @@ def _root_cause(summary: JobSummary) -> str:
     if cause.first_line and cause.cls not in ("exit", "signal", "hang"):
         lines.append(f"<p class='error'>{_e(cause.label)} ({_e(cause.cls)}): {_e(cause.first_line)}</p>")
         lines.extend(f"<p class='detail'>{_e(text.strip())}</p>" for text in code_lines(cause))
+    raised = cause.raised or {}
+    if raised:  # the rank's error file (torch's @record): the exception and its traceback
+        lines.append(f"<p class='detail'>raised: {_e(raised_text(raised))}</p>")
+        if raised.get("traceback"):
+            lines.append(f"<p class='label'>traceback (from {_e(raised.get('path'))})</p>")
+            lines.append(f"<pre>{_e(str(raised['traceback']).rstrip())}</pre>")
     lines.append(f"<p class='why'>{_e(cause.why)}</p>")
     lines.append(f"<p class='hint'>{_e(cause.hint)}{' (a restart may help)' if cause.retryable else ''}</p>")
     shown = cause.excerpt if len(cause.excerpt) > 1 else root.last_lines

@@ -8,6 +8,7 @@ from typing import List, Sequence
 
 from npulaunch.diagnose.rootcause import RootCause, rank_ranges, ranks_word
 from npulaunch.diagnose.summary import AttemptRecord, FailureReport, JobStatus, JobSummary
+from npulaunch.host.errorfile import raised_text
 from npulaunch.host.records import RankState
 
 _PLAIN_ENDS = ("exit", "signal", "hang")  # causes whose reason says it all: no error line, no excerpt
@@ -81,6 +82,26 @@ def code_lines(cause: RootCause) -> List[str]:
     return lines
 
 
+def raised_lines(root: FailureReport) -> List[str]:
+    """What the rank raised, from its error file (torch's ``@record``): the exception, unless the reason says
+    it already, and its traceback, unless the excerpt or the log's last lines shown hold all of its frames
+    (their lines may carry a prefix: torch's ``[rank1]: ``)."""
+    raised = root.cause.raised
+    if not raised:
+        return []
+    lines = []
+    said = raised_text(raised)
+    if said not in root.reason:
+        lines.append(f"  raised: {said}")
+    traceback = str(raised.get("traceback") or "").rstrip("\n").splitlines()
+    shown = (root.cause.excerpt if len(root.cause.excerpt) > 1 else ()) + root.last_lines
+    told = [text for text in traceback[1:] if text.strip()]  # the header says nothing
+    if told and not all(any(line.endswith(text) for line in shown) for text in told):
+        lines.append(f"  traceback (from {raised.get('path')}):")
+        lines.extend("    | " + text for text in traceback)
+    return lines
+
+
 def _root_cause_lines(root: FailureReport) -> List[str]:
     cause = root.cause
     lines = [f"  root cause: {root.reason} (host {cause.host}, device {cause.device_id}, pid {root.pid})"]
@@ -91,6 +112,7 @@ def _root_cause_lines(root: FailureReport) -> List[str]:
         if len(cause.excerpt) > 1:
             lines.append("  excerpt:")
             lines.extend("    | " + text for text in cause.excerpt)
+    lines.extend(raised_lines(root))
     lines.append(f"  why this rank: {cause.why}")
     lines.append(f"  hint: {cause.hint}" + (f" (a restart may help: {cause.retryable_why})" if cause.retryable else ""))
     info = cause.code_info or {}

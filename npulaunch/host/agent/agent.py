@@ -25,6 +25,7 @@ from npulaunch.host.agent.inbox import SignalInbox
 from npulaunch.host.agent.monitor import Monitor
 from npulaunch.host.agent.prepare import prepare_rank
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S, StackDumps, remove_unused
+from npulaunch.host.errorfile import RankErrorFile
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.files import write_once
 from npulaunch.host.health.watch import HealthWatch
@@ -71,6 +72,8 @@ class RankProcess:
     exit_code: Optional[int] = None
     signal: Optional[str] = None
     error: Optional[str] = None
+    error_file: Optional[RankErrorFile] = None  # TORCHELASTIC_ERROR_FILE, cleared before the start
+    raised: Optional[Dict[str, object]] = None  # what it wrote there when it failed
     tails: Tuple[FileTail, ...] = ()
     # Kept referenced until we reap it ourselves: an unreferenced Popen may be polled by the
     # subprocess module's own clean-up, which would steal the exit status from our waitpid(-1).
@@ -88,6 +91,7 @@ class RankProcess:
             exit_code=self.exit_code,
             signal=self.signal,
             error=self.error,
+            raised=self.raised,
         )
 
 
@@ -377,6 +381,7 @@ class Agent:
         except OSError as exc:
             self._spawn_failed(proc, str(exc.strerror or exc))
             return
+        proc.error_file = RankErrorFile.prepare(env, spec.cwd, time.time())
         proc.tails = (FileTail(spec.stdout_path), FileTail(spec.stderr_path))
         try:
             popen = procs.spawn(spec.argv, spec.cwd, env, spec.stdout_path, spec.stderr_path, cpus)
@@ -434,6 +439,9 @@ class Agent:
                 proc.state = RankState.STOPPED if self._stopping else RankState.FAILED
                 if proc.state is RankState.FAILED and self._health is not None:
                     self._health.last_look([proc.spec.device_id])  # did its NPU fail? asked before it stops
+                proc.raised = proc.error_file.read() if proc.error_file is not None else None
+                if proc.raised is not None:
+                    self._emit(EventKind.RANK_ERROR_FILE, proc.spec.rank, **proc.raised)
             self._emit(
                 EventKind.RANK_EXITED,
                 proc.spec.rank,
