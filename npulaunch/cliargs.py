@@ -5,7 +5,7 @@ the parsing of the flags' own values. The commands themselves are cli.py's.
 from __future__ import annotations
 
 import argparse
-from typing import Tuple
+from typing import List, Optional, Set, Tuple
 
 from npulaunch import __version__
 from npulaunch.host.errors import ConfigError, ConfigProblem
@@ -19,15 +19,58 @@ EPILOG = """\
 examples:
   npulaunch run cluster_configs/local-4.yaml
   npulaunch run --nproc-per-node 4 -- python3 train.py --epochs 3
+  npulaunch run --nproc-per-node 8 train.py --lr 0.1          (as torchrun: framework from the imports)
   npulaunch plan cluster_configs/server-8npu.yaml --json
 exit codes: 0 all ranks succeeded; 1 a rank failed; 2 bad configuration or usage
 (nothing started); 128+N npulaunch was stopped by signal N."""
 
 
 def _add_job_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", nargs="?", help="cluster YAML file (optional when a command follows '--')")
     parser.add_argument(
-        "--nproc-per-node", type=int, metavar="N", help="ranks per host: devices 0..N-1 (overrides hosts[].devices)"
+        "config",
+        nargs="?",
+        help="cluster YAML file; or a Python script and its arguments, run with this Python as torchrun "
+        "does (or a command after '--')",
+    )
+    parser.add_argument(
+        "--nproc-per-node",
+        "--nproc_per_node",
+        type=int,
+        metavar="N",
+        help="ranks per host: devices 0..N-1 (overrides hosts[].devices)",
+    )
+    parser.add_argument(
+        "--framework",
+        choices=("tensorflow", "pytorch", "mindspore"),
+        help="whose start-up contract the ranks get (framework; default tensorflow, or what the script imports)",
+    )
+    parser.add_argument(
+        "-m",
+        "--module",
+        action="store_true",
+        help="the script is a module name: python -m MODULE (as torchrun's -m)",
+    )
+    parser.add_argument(
+        "--master-addr",
+        "--master_addr",
+        metavar="ADDR",
+        help="where the processes meet: rank 0's host (MASTER_ADDR, MS_SCHED_HOST; framework.master_addr)",
+    )
+    parser.add_argument(
+        "--master-port",
+        "--master_port",
+        type=int,
+        metavar="PORT",
+        help="the meeting point's port (MASTER_PORT, MS_SCHED_PORT; framework.master_port)",
+    )
+    parser.add_argument(
+        "--nnodes",
+        type=int,
+        metavar="N",
+        help="the job runs on N nodes, one npulaunch each, started by a scheduler (as torchrun's --nnodes)",
+    )
+    parser.add_argument(
+        "--node-rank", "--node_rank", type=int, metavar="K", help="this node's index, 0..N-1 (with --nnodes)"
     )
     parser.add_argument("--devices", metavar="IDS", help="comma-separated device ids, e.g. 0,1,2,3")
     parser.add_argument("--log-dir", metavar="DIR", help="where job directories are created (job.log_dir)")
@@ -228,3 +271,36 @@ def parse_devices(text: str, flag: str = "--devices", limit: int = 63) -> Tuple[
             ]
         )
     return ids
+
+
+SCRIPT_COMMANDS = ("run", "plan", "check", "exec")
+
+
+def split_script(parser: argparse.ArgumentParser, words: List[str]) -> Tuple[List[str], Optional[List[str]]]:
+    """torchrun's form, ``npulaunch run [flags] train.py --lr 0.1``: the words up to the script (a
+    ``.py`` file, or the module of ``-m``) are npulaunch's, the rest the script's own arguments.
+    ``(npulaunch's words, the script and its arguments)``, or ``(words, None)`` when the first
+    positional word is something else (a cluster YAML) or there is none."""
+    if not words or words[0] not in SCRIPT_COMMANDS:
+        return words, None
+    takes_value = _flags_with_values(parser, words[0])
+    index, module = 1, False
+    while index < len(words):
+        word = words[index]
+        if word.startswith("-") and word != "-":
+            module = module or word in ("-m", "--module")
+            index += 2 if word in takes_value else 1
+            continue
+        if module or word.endswith(".py"):
+            return words[: index + 1], words[index:]
+        return words, None
+    return words, None
+
+
+def _flags_with_values(parser: argparse.ArgumentParser, command: str) -> Set[str]:
+    """The option strings of ``command`` that take a value as the next word."""
+    for action in parser._actions:  # argparse keeps its subparsers here; no public accessor exists
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            sub = action.choices[command]
+            return {name for a in sub._actions if a.nargs != 0 for name in a.option_strings}
+    return set()

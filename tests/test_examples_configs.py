@@ -14,6 +14,7 @@ WORLD_SIZES = {
     "cluster_configs/local-4.yaml": 4,
     "cluster_configs/local-4-recovery.yaml": 4,
     "cluster_configs/local-4-quick.yaml": 4,
+    "cluster_configs/local-4-torch.yaml": 4,
     "cluster_configs/server-8npu.yaml": 8,
     "cluster_configs/two-servers.yaml": 16,
     "cluster_configs/slurm-4x8.yaml": 8,  # outside Slurm: the one entry; under Slurm 4 nodes x 8
@@ -46,7 +47,8 @@ def test_shipped_yaml_plans(name: str, world_size: int) -> None:
     plan = full_plan(json.loads(result.stdout))
     assert plan["world_size"] == world_size == len(plan["ranks"])
     assert [r["rank"] for r in plan["ranks"]] == list(range(world_size))
-    assert {r["env"]["RANK_SIZE"] for r in plan["ranks"]} == {str(world_size)}
+    size = {"tensorflow": "RANK_SIZE", "pytorch": "WORLD_SIZE", "mindspore": "RANK_SIZE"}[plan["framework"]]
+    assert {r["env"][size] for r in plan["ranks"]} == {str(world_size)}
     if plan["rank_table"] is not None:
         ranks = [d["rank_id"] for s in plan["rank_table"]["server_list"] for d in s["device"]]
         assert ranks == [str(i) for i in range(world_size)]

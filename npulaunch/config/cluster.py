@@ -40,6 +40,42 @@ class Precedence(str, Enum):
     YAML = "yaml"
 
 
+class Framework(str, Enum):
+    """Whose start-up contract the ranks get (plan/frameworks/: one module each)."""
+
+    TENSORFLOW = "tensorflow"  # the TF Adapter's: RANK_ID, RANK_SIZE, DEVICE_ID, ... and the session options
+    PYTORCH = "pytorch"  # torchrun's: RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ... (torch_npu)
+    MINDSPORE = "mindspore"  # msrun's dynamic cluster (a scheduler process and workers), or a rank table
+
+
+class StartMode(str, Enum):
+    """How a MindSpore job forms its cluster."""
+
+    MSRUN = "msrun"  # dynamic cluster: MS_ROLE, MS_SCHED_HOST, ... and a scheduler process npulaunch starts
+    RANK_TABLE = "rank_table"  # RANK_TABLE_FILE, RANK_ID, RANK_SIZE, DEVICE_ID
+
+
+@dataclass(frozen=True)
+class FrameworkConfig:
+    """The ``framework`` section (or its short form ``framework: pytorch``)."""
+
+    name: Framework = Framework.TENSORFLOW
+    mode: Optional[StartMode] = None  # mindspore only; None: msrun
+    master_addr: Optional[str] = None  # MASTER_ADDR / MS_SCHED_HOST; None: the first host, as the others reach it
+    master_port: Optional[int] = None  # MASTER_PORT / MS_SCHED_PORT; None: a free port (one host) or the default
+    role: str = "default"  # pytorch: ROLE_NAME (torchrun's --role)
+    # a job that runs on one node of several (--nnodes / --node-rank, one npulaunch per node, torchrun's
+    # way): how many nodes, and which one this is. None: npulaunch sees every host of the job
+    nnodes: Optional[int] = None
+    node_rank: Optional[int] = None
+
+    @property
+    def start_mode(self) -> Optional[StartMode]:
+        if self.name is Framework.MINDSPORE:
+            return self.mode or StartMode.MSRUN
+        return None
+
+
 class ConsoleMode(str, Enum):
     ALL = "all"
     RANK0 = "rank0"
@@ -122,6 +158,7 @@ class ClusterConfig:
     slurm: Dict[str, Any] = field(default_factory=dict)  # the slurm section: npulaunch sbatch's header
     spares: Tuple[HostConfig, ...] = ()  # hosts held back for recovery, in the form of hosts
     recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
+    framework: FrameworkConfig = field(default_factory=FrameworkConfig)
 
     def problem(self, path: YamlPath, found: str, allowed: str, hint: str = "") -> ConfigProblem:
         """A problem located in this config's YAML (or on the command line)."""

@@ -25,6 +25,7 @@ from npulaunch.config.cluster import (
     RankTableMode,
     validate_job_id,
 )
+from npulaunch.config.framework import parse_framework
 from npulaunch.config.hostentries import check_spare_hosts, parse_hosts, parse_ssh
 from npulaunch.config.recovery import parse_recovery
 from npulaunch.config.sections import (
@@ -61,6 +62,7 @@ TOP_KEYS = (
     "slurm",
     "spares",
     "recovery",
+    "framework",
 )
 PRODUCTS = ("atlas-training", "atlas-a2", "atlas-a3", "atlas-inference", "atlas-300i-duo")
 JOB_KEYS = (
@@ -107,6 +109,7 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     ssh = parse_ssh(check, top.get("ssh"))
     recovery = parse_recovery(check, top.get("recovery"))
     slurm = parse_slurm(check, top.get("slurm"))
+    framework = parse_framework(check, top.get("framework"))
     if check.problems:  # the rules too, on the options that are valid, so every problem shows at once
         raise ConfigError(check.problems + _rule_problems(doc, options, env, hosts, switches))
     assert job is not None
@@ -117,6 +120,7 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
             ("job.log_dir", "log_dir" in (top.get("job") or {})),
             ("job.grace_period_s", "grace_period_s" in (top.get("job") or {})),
             ("rank_table", "rank_table" in top),
+            ("framework", "framework" in top),
         )
     }
     for index, entry in enumerate(top.get("hosts") or [{}]):
@@ -136,6 +140,7 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
         slurm=slurm,
         spares=spares,
         recovery=recovery,
+        framework=framework,
         **switches,
     )
 

@@ -13,9 +13,12 @@ from npulaunch.config.cluster import (
     DEFAULT_LOG_DIR,
     ClusterConfig,
     ConsoleMode,
+    Framework,
+    FrameworkConfig,
     HostConfig,
     JobConfig,
     RankTableMode,
+    StartMode,
 )
 from npulaunch.host.errors import ConfigError, ConfigProblem
 
@@ -38,6 +41,12 @@ class Overrides:
     hang_timeout_s: Optional[float] = None
     max_restarts: Optional[int] = None
     cpu_binding: Optional[str] = None  # --cpu-binding: none | blocks | auto | '{"0": "0-23", ...}'
+    framework: Optional[str] = None  # --framework
+    master_addr: Optional[str] = None
+    master_port: Optional[int] = None
+    nnodes: Optional[int] = None  # torchrun's --nnodes / --node-rank: one npulaunch per node
+    node_rank: Optional[int] = None
+    script: Optional[str] = None  # torchrun's form: the script (or -m module) the command runs
 
 
 def config_from_cli(overrides: Overrides, cwd: str) -> ClusterConfig:
@@ -102,7 +111,78 @@ def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
     monitor = dict(config.monitor)
     if flags.hang_timeout_s is not None:
         monitor["hang_timeout_s"], sources["monitor.hang_timeout_s"] = flags.hang_timeout_s, "cli"
-    return replace(config, job=job, hosts=hosts, rank_table=rank_table, sources=sources, monitor=monitor)
+    framework = _framework(config, flags, sources)
+    return replace(
+        config, job=job, hosts=hosts, rank_table=rank_table, sources=sources, monitor=monitor, framework=framework
+    )
+
+
+def _framework(config: ClusterConfig, flags: Overrides, sources: Dict[str, str]) -> FrameworkConfig:
+    """--framework and the meeting point's flags over the YAML's framework section."""
+    framework = config.framework
+    changes: Dict[str, Any] = {}
+    if flags.framework is not None:
+        changes["name"], sources["framework"] = Framework(flags.framework), "cli"
+        if Framework(flags.framework) is not Framework.MINDSPORE:
+            changes["mode"] = None
+    elif flags.script is not None and "framework" not in config.sources:
+        name, why = detect_framework(flags.script, config.job.workdir)
+        changes["name"], sources["framework"] = name, why
+    for attr in ("master_addr", "master_port", "nnodes", "node_rank"):
+        value = getattr(flags, attr)
+        if value is not None:
+            changes[attr], sources[f"framework.{attr}"] = value, "cli"
+    if not changes:
+        return framework
+    framework = replace(framework, **changes)
+    if (framework.master_addr or framework.master_port) and not _meets(framework):
+        flag = "--master-addr" if framework.master_addr else "--master-port"
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    "command line",
+                    None,
+                    flag,
+                    f"{flag} with framework {framework.name.value}",
+                    "framework pytorch, or mindspore in msrun mode",
+                    "only they meet at an address and port (the TF Adapter and a rank table need none)",
+                )
+            ]
+        )
+    return framework
+
+
+def _meets(framework: FrameworkConfig) -> bool:
+    return framework.name is Framework.PYTORCH or framework.start_mode is StartMode.MSRUN
+
+
+# what a script's imports say of its framework (torchrun's form, when --framework is not given)
+IMPORT_MARKERS = (
+    (Framework.PYTORCH, ("import torch", "from torch")),
+    (Framework.MINDSPORE, ("import mindspore", "from mindspore")),
+    (Framework.TENSORFLOW, ("import tensorflow", "from tensorflow", "import npu_bridge", "from npu_bridge")),
+)
+SCRIPT_READ_BYTES = 1 << 20
+
+
+def detect_framework(script: str, workdir: str) -> Tuple[Framework, str]:
+    """torchrun's form (``npulaunch run --nproc-per-node 8 train.py``): the framework the script imports,
+    when exactly one; else pytorch, whose launcher's command line this is. ``(framework, why)``."""
+    path = os.path.join(workdir, script)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(SCRIPT_READ_BYTES)
+    except OSError:
+        return Framework.PYTORCH, "default for torchrun's form (the script could not be read)"
+    lines = [line.strip() for line in text.splitlines()]
+    found = [name for name, starts in IMPORT_MARKERS if any(line.startswith(starts) for line in lines)]
+    if len(found) == 1:
+        return found[0], f"{script} imports {found[0].value}"
+    if not found:
+        return Framework.PYTORCH, f"default for torchrun's form ({script} imports no framework)"
+    return Framework.PYTORCH, (
+        f"default for torchrun's form ({script} imports {', '.join(f.value for f in found)}: --framework says which)"
+    )
 
 
 def _with_devices(host: HostConfig, devices: Tuple[int, ...]) -> HostConfig:

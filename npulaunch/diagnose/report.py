@@ -13,9 +13,11 @@ from typing import Optional, Sequence, Tuple
 from npulaunch.diagnose import rootcause
 from npulaunch.diagnose.rootcause import HOST_LOST, NPU_FAULT, RootCause
 from npulaunch.diagnose.summary import FailureReport, JobInfo, JobStatus, JobSummary, RankSummary
+from npulaunch.host.errorfile import raised_text, written_at
 from npulaunch.host.events import Event
 from npulaunch.host.lazyre import lazy_re
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
+from npulaunch.host.spec import process_name
 from npulaunch.host.tail import last_lines
 from npulaunch.plan.launchplan import LaunchPlan
 
@@ -54,7 +56,7 @@ def build_report(
 ) -> JobSummary:
     """The attempt's summary (``summary.exit_code`` is the launcher's exit code). ``events``: the
     signature matches and hang reports the root cause is chosen from."""
-    specs = {s.rank: s for s in plan.ranks}
+    specs = {s.rank: s for s in plan.processes}
     code = exit_code_for(outcome)
     status = (
         JobStatus.SUCCEEDED
@@ -62,6 +64,8 @@ def build_report(
         else (JobStatus.STOPPED if outcome.stop_signal is not None else JobStatus.FAILED)
     )
     cause = rootcause.pick(outcome.ranks, events) if code != EXIT_OK or events else None
+    if cause is not None:
+        cause = with_raised(cause, outcome.ranks)
     if status is JobStatus.SUCCEEDED:
         cause = None
     ranks = []
@@ -79,14 +83,16 @@ def build_report(
             reason += f" ({level})" if level else ""
         elif cause.cls == HOST_LOST:
             reason = f"host {cause.host} was lost (rank {cause.rank} and the others there)"
+        elif result.state in (RankState.FAILED, RankState.SPAWN_FAILED) and cause.raised:
+            reason = f"{process_name(cause.rank)} raised {raised_text(cause.raised)} and {describe_end(result)}"
         elif result.state in (RankState.FAILED, RankState.SPAWN_FAILED):
-            reason = f"rank {cause.rank} {describe_end(result)}"
+            reason = f"{process_name(cause.rank)} {describe_end(result)}"
         elif cause.cls == "hang":
-            reason = f"rank {cause.rank} hung"
+            reason = f"{process_name(cause.rank)} hung"
         else:
-            reason = f"rank {cause.rank} reported {cause.code} ({cause.cls})"
+            reason = f"{process_name(cause.rank)} reported {cause.code} ({cause.cls})"
         tail = ended.stderr_tail or ended.stdout_tail
-        if cause.cls == "python_exception":
+        if cause.cls == PYTHON_EXCEPTION:
             cause = _python_cause(cause, tail)
         root = FailureReport(
             cause,
@@ -116,6 +122,34 @@ def build_report(
     return JobSummary(job, root, tuple(ranks))
 
 
+PYTHON_EXCEPTION = "python_exception"  # the failure class of an exception a script raised
+_UNNAMED = ("exit", "signal")  # classes of failures that have no name but how the rank ended
+
+
+def with_raised(cause: RootCause, results: Sequence[RankResult]) -> RootCause:
+    """The cause with what its rank raised, from its error file (torch's ``@record``): a failure known only
+    by how the rank ended, or by a traceback in its log, is named by the exception (``ValueError``); a
+    CANN code, a fault of the hardware, a hang keep their name, the exception beside them."""
+    raised = next((r.raised for r in results if r.rank == cause.rank and r.raised), None)
+    if raised is None:
+        return cause
+    if cause.cls not in _UNNAMED and cause.code != "python-traceback":
+        return replace(cause, raised=raised)
+    named = replace(
+        cause,
+        cls=PYTHON_EXCEPTION,
+        code=str(raised.get("exception") or cause.code),
+        first_line=raised_text(raised),
+        raised=raised,
+    )
+    written = written_at(raised)
+    if cause.cls in _UNNAMED and written is not None:  # known from the exit alone: the error file says when
+        named = replace(named, time=written, time_source="error file")
+    if cause.cls in _UNNAMED:
+        named = replace(named, hint=f"the script raised an exception: its traceback is in {raised.get('path')}")
+    return named
+
+
 # "ValueError: bad", "numpy.linalg.LinAlgError: ...", "KeyboardInterrupt": a traceback's last line
 _EXCEPTION_LINE = lazy_re(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Fault)\b(?::.*)?$")
 _FRAME_LINE = lazy_re(r'^\s+File "[^"]*", line \d+')
@@ -138,7 +172,11 @@ def python_exception(lines: Sequence[str]) -> Optional[Tuple[str, Optional[str]]
 
 def _python_cause(cause: RootCause, tail: Sequence[str]) -> RootCause:
     """A Python failure as its exception line and innermost frame (what a user looks for first),
-    the traceback itself once, in the log's last lines, when they hold it."""
+    the traceback itself once, in the log's last lines, when they hold it. When the rank's error file
+    said what it raised, that is the line, and its traceback is the one shown (views/reporttext.py)."""
+    if cause.raised:
+        shown = () if cause.raised.get("traceback") else cause.excerpt
+        return replace(cause, first_line=raised_text(cause.raised), excerpt=shown)
     found = python_exception(list(cause.excerpt)) or python_exception(list(tail))
     if found is None:
         return cause

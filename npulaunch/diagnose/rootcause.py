@@ -11,9 +11,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from npulaunch.host.cann.codes import CAUSE, SYMPTOM, specificity
 from npulaunch.host.cann.findings import GENERIC_PHRASES
+from npulaunch.host.errorfile import written_at
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.ranges import ranges
 from npulaunch.host.records import RankResult, RankState
+from npulaunch.host.spec import HELPER_RANK, process_name
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class RootCause:
     detail: str = ""  # what the message says beyond its code: the call, the operator, the device, the reason
     retryable_why: str = ""  # where Huawei's text says a retry helps
     code_info: Optional[Dict[str, Any]] = None  # the catalog's facts of the code (host/cann/codes.py summary)
+    # what the rank raised, from its error file (host/errorfile.py: exception, message, where, traceback, ...)
+    raised: Optional[Dict[str, Any]] = None
 
     @property
     def label(self) -> str:
@@ -220,13 +224,18 @@ def _software_cause(results: Sequence[RankResult], events: Sequence[Event]) -> O
         if matched.data.get("signature_kind") == CAUSE:
             # a rank printed its lines before it exited: when a line was only read after the exit
             # (a backlog, read once the job was being stopped), the exit bounds when it was printed
+            # (and so does the moment it raised, when its error file says: read times of two ranks' tracebacks
+            # read in the same loop turn do not order them)
             ended = by_rank[rank].end_time if rank in by_rank else None
-            when = matched.data["line_time"] if ended is None else min(matched.data["line_time"], ended)
+            raised = written_at(by_rank[rank].raised) if rank in by_rank else None
+            when = min(t for t in (matched.data["line_time"], ended, raised) if t is not None)
             candidates.append((when, rank, matched))
     for result in results:
         failed = result.state in (RankState.FAILED, RankState.SPAWN_FAILED)
         if failed and result.rank not in first:
-            candidates.append((result.end_time or 0.0, result.rank, None))
+            raised = written_at(result.raised)
+            ended = result.end_time or 0.0
+            candidates.append((ended if raised is None else min(ended, raised), result.rank, None))
     symptoms: List[Tuple[float, int, Optional[Event]]] = sorted(
         ((e.data["line_time"], rank, e) for rank, e in first.items() if e.data.get("signature_kind") == SYMPTOM),
         key=lambda s: (s[0], s[1]),
@@ -374,8 +383,11 @@ def _others(results: Sequence[RankResult], first: Dict[int, Event], root: int) -
         if result.rank == root:
             continue
         event = first.get(result.rank)
+        raised = str((result.raised or {}).get("exception") or "")
         if event is not None and event.data.get("signature_kind") == SYMPTOM:
             what = f"{signature_label(event.data)}, waiting on rank {root}"
+        elif raised and (event is None or event.data.get("signature") == "python-traceback"):
+            what = f"raised {raised}"
         elif event is not None:
             what = f"{signature_label(event.data)} ({event.data['cls']})"
         elif result.state is RankState.STOPPED:
@@ -387,8 +399,12 @@ def _others(results: Sequence[RankResult], first: Dict[int, Event], root: int) -
 
 
 def ranks_word(ranks: Sequence[int]) -> str:
-    """``rank 3`` or ``ranks 0-2, 5``."""
-    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {rank_ranges(ranks)}"
+    """``rank 3`` or ``ranks 0-2, 5`` (and ``the scheduler``, a framework's process that is no rank)."""
+    real = [rank for rank in ranks if rank != HELPER_RANK]
+    words = [f"rank {real[0]}" if len(real) == 1 else f"ranks {rank_ranges(real)}"] if real else []
+    if len(real) < len(ranks):
+        words.append(process_name(HELPER_RANK))
+    return " and ".join(words)
 
 
 def rank_ranges(ranks: Sequence[int]) -> str:

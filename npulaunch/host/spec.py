@@ -14,6 +14,14 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 INJECT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inject")
 FORWARDABLE_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGWINCH")  # what the launcher passes on to every rank
 INJECTION_TOKEN = "{npulaunch_inject}"  # in a remote rank's env_prepend: the agent's own copy of INJECT_DIR
+# The number of a framework's extra process (MindSpore's scheduler): started, watched and stopped like a
+# rank by its host's agent, but not a rank (not in world_size, holds no NPU); its directory is scheduler/.
+HELPER_RANK = -1
+
+
+def process_name(rank: Optional[int]) -> str:
+    """How messages name a process of the job: ``rank 3``, or ``the scheduler``."""
+    return "the scheduler" if rank == HELPER_RANK else "rank %s" % rank
 
 
 class RankEnv(Mapping[str, str]):
@@ -81,8 +89,8 @@ class RankSpec:
 
     @property
     def label(self) -> str:
-        """Short console prefix, e.g. ``r3 d3``."""
-        return "r%d d%d" % (self.rank, self.device_id)
+        """Short console prefix, e.g. ``r3 d3`` (``sched`` for the framework's extra process)."""
+        return "sched" if self.rank == HELPER_RANK else "r%d d%d" % (self.rank, self.device_id)
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)

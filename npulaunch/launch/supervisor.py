@@ -21,6 +21,7 @@ from npulaunch.host.errors import PlanError
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.records import RankState
 from npulaunch.host.redact import redact_argv
+from npulaunch.host.spec import process_name
 from npulaunch.host.trace import debug
 from npulaunch.launch import debuglog
 from npulaunch.launch.jobdir import (
@@ -227,12 +228,12 @@ class Supervisor:
                 found = python_exception([line, *data.get("after", [])])
                 line = found[0] if found else line
             self.console.message(
-                f"rank {event.rank} reported {signature_label(data)} "
+                f"{process_name(event.rank)} reported {signature_label(data)} "
                 f"({data['cls']}, a {data['signature_kind']}): {line[:200]}"
             )
             if data.get("fatal"):
                 debug(__name__, "fatal signature on rank %s: stopping the job", event.rank)
-                self.runner.stop(f"rank {event.rank} reported {signature_label(data)}")
+                self.runner.stop(f"{process_name(event.rank)} reported {signature_label(data)}")
             return
         if kind is EventKind.HANG_DETECTED:
             scope = "every rank" if data["whole_job"] else ranks_word(data["ranks"])
@@ -261,9 +262,9 @@ class Supervisor:
         )
         if failed:
             why = describe_exit(data.get("exit_code"), data.get("signal"), data.get("error"))
-            self.console.message(f"rank {event.rank} {why}; stopping the job")
+            self.console.message(f"{process_name(event.rank)} {why}; stopping the job")
             debug(__name__, "rank %s failed (%s): stopping the job", event.rank, why)
-            self.runner.stop(f"rank {event.rank} failed")
+            self.runner.stop(f"{process_name(event.rank)} failed")
         elif kind is EventKind.SIGNAL_RECEIVED:
             self.console.message(
                 f"received {data['signal']}; stopping every rank"

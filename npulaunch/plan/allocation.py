@@ -131,10 +131,14 @@ def view_sources(view: SchedulerView) -> str:
 
 
 def exchange_needed(config: ClusterConfig, node: int) -> bool:
-    """Whether the nodes must swap device IPs: a rank table is wanted and another node's IPs are
-    not in the YAML (each node can only ask its own hccn_tool)."""
+    """Whether the nodes must swap device IPs: a rank table is wanted (the framework needs one, or
+    rank_table: required) and another node's IPs are not in the YAML (each node can only ask its own
+    hccn_tool). A framework that forms its cluster without one starts at once (no shared directory)."""
+    from npulaunch.plan.frameworks import contract_of
+
+    wanted = config.rank_table is RankTableMode.REQUIRED or (
+        config.rank_table is RankTableMode.AUTO and contract_of(config).table_needed(config)
+    )
     return (
-        config.rank_table not in (RankTableMode.NONE, RankTableMode.CM)
-        and len(config.hosts) > 1
-        and any(h.device_ips is None for i, h in enumerate(config.hosts) if i != node)
+        wanted and len(config.hosts) > 1 and any(h.device_ips is None for i, h in enumerate(config.hosts) if i != node)
     )

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import (
     ClusterConfig,
+    Framework,
     Injection,
     RankTableMode,
     validate_job_id,
@@ -20,13 +21,14 @@ from npulaunch.config.sections import DEFAULT_HEALTH_INTERVAL_S
 from npulaunch.host.errors import ConfigError, ConfigProblem
 from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, RankSpec
 from npulaunch.host.topology import BindingError, HostCpus, plan_cpus, read_host_cpus
+from npulaunch.plan.frameworks import contract_of
 from npulaunch.plan.hosts import check_device_groups, decide_rank_table, map_devices, resolve_devices, resolve_ips
 from npulaunch.plan.launchplan import Discovery, HostDevices, LaunchPlan
 from npulaunch.plan.layout import JobLayout
 from npulaunch.plan.placement import Arrangement, Exclusion, arrange, needs_arranging
-from npulaunch.plan.rankenv import shard_formula_note
+from npulaunch.plan.rankenv import Meeting
 from npulaunch.plan.rankfree import CM_VARIABLES, ClusterInfo, cm_env_problems, decide_cluster_info
-from npulaunch.plan.rankspecs import HostSlot, RankJob, rank_spec, shared_options
+from npulaunch.plan.rankspecs import HostSlot, RankJob, helper_spec, rank_spec, shared_options
 
 
 def build_plan(
@@ -49,6 +51,8 @@ def build_plan(
     validate_job_id(
         job_id, lambda found, allowed, hint: problems.append(config.problem(("job", "id"), found, allowed, hint))
     )
+    framework = contract_of(config)
+    problems += framework.refuse(config)
     if problems:
         raise ConfigError(problems)
 
@@ -79,8 +83,11 @@ def build_plan(
     unprobed = discovery.remote is None and any(
         ips is None and host.host not in discovery.local_names for host, ips in zip(config.hosts, ips_by_host)
     )
+    needed = framework.table_needed(config)
+    # under a scheduler nothing reads the other nodes' device IPs later: a table the framework can do
+    # without is left out at once
     table, table_path, table_version, table_reason = decide_rank_table(
-        config, devices_by_host, ips_by_host, layout, notes, discovery, unprobed
+        config, devices_by_host, ips_by_host, layout, notes, discovery, unprobed and (node is None or needed), needed
     )
     world_size = sum(len(devices) for devices in devices_by_host)
     # CM_CHIEF_DEVICE: the chief rank's own device as its process opens it (ASCEND_DEVICE_ID)
@@ -99,6 +106,11 @@ def build_plan(
     texts = [*config.job.command, config.job.workdir, *config.job.make_dirs, *(v for v in config.env.values() if v)]
     templated = any("{" in text for text in texts)
     auto = config.session_injection is Injection.AUTO
+    meeting = None
+    if framework.meets(config):
+        from npulaunch.plan.frameworks.meeting import decide_meeting
+
+        meeting = decide_meeting(config, discovery, framework.DEFAULT_PORT or 0, sources, notes)
     job = RankJob(
         config,
         job_id,
@@ -111,15 +123,29 @@ def build_plan(
         shared_options(config),
         cpu_request=config.job.cpu_binding.to_dict(),
         prepend=({"PYTHONPATH": INJECTION_TOKEN} if auto else {}, {"PYTHONPATH": INJECT_DIR} if auto else {}),
+        framework=framework,
+        meeting=meeting,
+        node_count=config.framework.nnodes or len(config.hosts),
+        inherited=discovery.environ(),
     )
     ranks: List[RankSpec] = []
+    helpers: List[RankSpec] = []
     for node_rank, (host, mapped) in enumerate(zip(config.hosts, host_devices)):
-        where = HostSlot(host.host, node_rank, mapped.user, host.host in discovery.local_names, cpus_by_host[node_rank])
+        local = host.host in discovery.local_names
+        where = HostSlot(host.host, node_rank, mapped.user, local, cpus_by_host[node_rank], mapped.logical)
+        first = len(ranks)
         for local_rank, device_id in enumerate(mapped.physical):
             ranks.append(rank_spec(job, where, len(ranks), local_rank, device_id, tf_configs))
-    shard_note = shard_formula_note([(r.rank, r.node_rank, r.device_id) for r in ranks], world_size)
-    if shard_note:
-        notes.append(shard_note)
+        helper = helper_spec(job, where, ranks[first]) if len(ranks) > first else None
+        if helper is not None:
+            helpers.append(helper)
+    if config.framework.name is Framework.TENSORFLOW:
+        from npulaunch.plan.frameworks.tensorflow import shard_formula_note
+
+        shard_note = shard_formula_note([(r.rank, r.node_rank, r.device_id) for r in ranks], world_size)
+        if shard_note:
+            notes.append(shard_note)
+    notes.extend(_framework_notes(config, meeting, helpers))
     if config.session_options or config.data_preprocess:  # the rules again, on what each rank will get
         from npulaunch.plan.rankoptions import check_rank_options
 
@@ -165,7 +191,27 @@ def build_plan(
         rank_table_reason=table_reason,
         health_interval_s=_health_interval(config),
         recovery=_recovery_facts(config, arrangement, exclusions),
+        helpers=tuple(helpers),
+        framework=config.framework.name.value,
+        meeting=None if meeting is None else (meeting.address, meeting.port),
     )
+
+
+def _framework_notes(config: ClusterConfig, meeting: Optional[Meeting], helpers: Sequence[RankSpec]) -> List[str]:
+    """What the plan says of the framework's start-up (`npulaunch plan` lists its variables)."""
+    framework = config.framework
+    if framework.name is Framework.TENSORFLOW:
+        return []
+    notes = []
+    if meeting is not None:
+        what = "the TCPStore rank 0 hosts" if framework.name is Framework.PYTORCH else "the scheduler"
+        notes.append(f"the processes meet at {what}: {meeting.address}:{meeting.port}")
+    for helper in helpers:
+        notes.append(
+            f"msrun's scheduler runs on {helper.host} (MS_ROLE=MS_SCHED, the same command, not a rank): "
+            f"its output is in {helper.rank_dir}"
+        )
+    return notes
 
 
 def _health_interval(config: ClusterConfig) -> float:

@@ -262,9 +262,12 @@ def decide_rank_table(
     notes: List[str],
     discovery: Discovery,
     unprobed: bool = False,
+    needed: bool = True,
 ) -> Tuple[Optional[Dict[str, Any]], Optional[str], str, str]:
     """``(table, path, version, why)``. ``unprobed``: remote hosts' device IPs are read by their
-    preflight when the job starts, so the plan alone shows where the table goes, not what it holds."""
+    preflight when the job starts, so the plan alone shows where the table goes, not what it holds.
+    ``needed``: whether the framework's ranks need a table to work together (plan/frameworks/); when
+    not, a table that cannot be built is left out with a note (rank_table: required still insists)."""
     mode = config.rank_table
     world_size = sum(len(devices) for devices in devices_by_host)
     if mode is RankTableMode.NONE:
@@ -293,6 +296,12 @@ def decide_rank_table(
             "when the job starts"
         )
         return None, layout.rank_table_path, version, why
+    elif missing and not needed and mode is not RankTableMode.REQUIRED:
+        notes.append(
+            f"no rank table: the device IPs of {', '.join(missing)} are unknown; framework: "
+            f"{config.framework.name.value} forms the cluster without one (a rank table only speeds its start-up)"
+        )
+        return None, None, "", "device IPs unknown; the framework needs no table"
     elif missing:
         _refuse_or_note(config, ips_by_host, missing, world_size, discovery, notes)
         return None, None, "", "device IPs unknown; see the notes"

@@ -103,6 +103,15 @@ class LaunchPlan:
     health_interval_s: float = 0.0  # the live NPU health watch's period on every host (0 = off)
     # recovery: its settings, the spares left, what was excluded and what moved (plan/build.py)
     recovery: Dict[str, Any] = field(default_factory=dict)
+    # the framework's extra processes, not ranks (MindSpore's scheduler: host/spec.py HELPER_RANK)
+    helpers: Tuple[RankSpec, ...] = ()
+    framework: str = "tensorflow"  # whose start-up contract the ranks got (plan/frameworks/)
+    meeting: Optional[Tuple[str, int]] = None  # pytorch / msrun: where the processes meet (address, port)
+
+    @property
+    def processes(self) -> Tuple[RankSpec, ...]:
+        """Every process the agents start: the ranks, then the framework's extra ones."""
+        return self.ranks + self.helpers if self.helpers else self.ranks
 
     def rank_device(self, spec: RankSpec) -> Tuple[int, int, int]:
         """``(physical, logical, ASCEND_DEVICE_ID)`` of a rank."""
@@ -134,7 +143,7 @@ class LaunchPlan:
             job_dir=self.job_dir,
             grace_period_s=self.grace_period_s,
             forward_signals=self.forward_signals,
-            ranks=tuple(r for r in self.ranks if r.node_rank == node_rank),
+            ranks=tuple(r for r in self.processes if r.node_rank == node_rank),
             patterns=self.patterns,
             hang_startup_s=self.hang_startup_s,
             hang_steady_s=self.hang_steady_s,

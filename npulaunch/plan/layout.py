@@ -24,6 +24,7 @@ LAUNCHER_LOG_FILENAME = "launcher.log"  # the launcher's own debug log
 RANK_TABLE_FILENAME = "rank_table.json"
 RENDEZVOUS_DIRNAME = "rendezvous"  # under a scheduler: the nodes' device-IP records
 HOSTS_DIRNAME = "hosts"  # a remote host's own copy of its ranks' directories
+HELPER_DIRNAME = "scheduler"  # the framework's extra process (host/spec.py HELPER_RANK): MindSpore's scheduler
 PLOG_DIRNAME = "ascend"  # a rank's ASCEND_PROCESS_LOG_PATH
 STDOUT_FILENAME = "stdout.log"
 STDERR_FILENAME = "stderr.log"
@@ -163,7 +164,8 @@ class JobLayout:
         """Rank ``rank``'s directory in this attempt: ``rank-<N>/``, where a local rank writes and
         where the launcher gathers a remote rank's output; with ``host``, that remote host's own
         copy (``hosts/<host>/rank-<N>/``: its logs as written there, and its plogs)."""
-        directory = _ranks_in(self.attempt_dir, host) + str(rank)  # never ends with "/"
+        start = _ranks_in(self.attempt_dir, host)  # never ends with "/"
+        directory = start + str(rank) if rank >= 0 else start[: -len("rank-")] + HELPER_DIRNAME
         return RankPaths(
             directory,
             f"{directory}/{STDOUT_FILENAME}",

@@ -98,6 +98,10 @@ def plan_to_dict(
         "rank_table_reason": plan.rank_table_reason,
         "health_interval_s": plan.health_interval_s,
         "recovery": plan.recovery,
+        "framework": plan.framework,
+        "meeting": None if plan.meeting is None else {"address": plan.meeting[0], "port": plan.meeting[1]},
+        # the framework's extra processes (MindSpore's scheduler), whole: they are few and not ranks
+        "helpers": [rank_to_dict(s, inherited_by_host.get(s.host, {}), (-1, -1, -1)) for s in plan.helpers],
         # only the hosts where a variable renumbers the devices (a list per host would not stream)
         "visible_devices": {
             mapped.host: {

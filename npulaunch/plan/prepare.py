@@ -65,7 +65,12 @@ def load(
     else:
         config = config_from_cli(overrides, os.getcwd())
     view = None  # without a scheduler's variables the scheduler module is not even imported (~10 ms)
-    if scheduler != "auto" or any(os.environ.get(name) for name in SCHEDULER_MARKERS):
+    nodes = config.framework
+    if nodes.nnodes is not None and nodes.nnodes > 1 and nodes.node_rank is not None and nodes.master_addr:
+        from npulaunch.plan.scheduler import flags_view
+
+        view = flags_view(nodes.nnodes, nodes.node_rank, nodes.master_addr)
+    elif scheduler != "auto" or any(os.environ.get(name) for name in SCHEDULER_MARKERS):
         import socket
 
         from npulaunch.plan.scheduler import SchedulerKind, detect

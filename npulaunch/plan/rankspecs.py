@@ -1,18 +1,20 @@
 """One RankSpec per rank: what every rank of a job shares (``RankJob``), each host's part of it
 (``HostSlot``: its variables worked out once, ``rankenv.host_env``) and each rank's own (``rank_spec``:
-its place, directories, session options, and ``rankenv.rank_own_env``). Used by plan/build.py; pure.
+its place, directories, session options, and ``rankenv.rank_own_env``); and the framework's extra
+process (``helper_spec``: MindSpore's scheduler). Used by plan/build.py; pure.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from npulaunch.config.cluster import ClusterConfig
 from npulaunch.host.spec import RankEnv, RankSpec
+from npulaunch.plan.frameworks import Contract
 from npulaunch.plan.layout import JobLayout
-from npulaunch.plan.rankenv import HostContext, RankPlace, host_env, rank_own_env, session_options_text
+from npulaunch.plan.rankenv import HostContext, Meeting, RankPlace, host_env, rank_own_env, session_options_text
 from npulaunch.plan.rankfree import ClusterInfo
 
 PRECEDENCE_VAR = "NPULAUNCH_SESSION_PRECEDENCE"
@@ -40,6 +42,11 @@ class RankJob:
     host_envs: Dict[int, Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]] = field(default_factory=dict)
     cpu_request: Optional[Dict[str, Any]] = None  # job.cpu_binding, for the hosts that decide it themselves
     prepend: Tuple[Dict[str, str], Dict[str, str]] = ({}, {})  # RankSpec.env_prepend of a remote, a local rank
+    framework: Optional[Contract] = None  # plan/frameworks/: the rank contract (None: tensorflow)
+    contexts: Dict[int, HostContext] = field(default_factory=dict)  # node rank -> its HostContext, when shared
+    meeting: Optional[Meeting] = None  # pytorch, msrun: where the processes meet
+    node_count: int = 1
+    inherited: Mapping[str, str] = field(default_factory=dict)  # what this host's ranks inherit from npulaunch
 
 
 def shared_options(config: ClusterConfig) -> Optional[Tuple[Dict[str, Any], str]]:
@@ -59,6 +66,7 @@ class HostSlot:
     user_devices: Tuple[int, ...]  # its devices as its ranks open them (ASCEND_DEVICE_ID)
     local: bool  # the launcher's own host
     cpus: Optional[List[Tuple[int, ...]]]  # job.cpu_binding, by local rank (() not bound); None: decided there
+    logical: Tuple[int, ...] = ()  # its devices as the runtime numbers them (ASCEND_RT_VISIBLE_DEVICES' ids)
 
 
 def _expanded(
@@ -112,14 +120,20 @@ def rank_spec(
         # its own device id from GetDeviceID (tf_adapter/kernels/aicpu/host_queue_dataset_op.cc @ 82957b92)
         options["local_rank_id"] = local_rank
         options["local_device_list"] = ",".join(str(d) for d in where.user_devices)
-    place = RankPlace(rank, local_rank, device_id, where.user_devices[local_rank], paths.dir, paths.plog_dir)
+    logical = where.logical[local_rank] if where.logical else None
+    place = RankPlace(rank, local_rank, device_id, where.user_devices[local_rank], paths.dir, paths.plog_dir, logical)
     shared = None if job.templated else job.host_envs.get(where.node_rank)
     if shared is None:
         shared = _host_env(job, where, options_text, yaml_env)
         if not job.templated:
             job.host_envs[where.node_rank] = shared
     shared_env, unset, env_sources = shared
-    own = rank_own_env(place, job.cluster is not None, None if options_text is not None else options)
+    ctx = job.contexts.get(where.node_rank) if options_text is not None else None
+    if ctx is None:
+        ctx = _context(job, where, options_text)
+        if options_text is not None:
+            job.contexts[where.node_rank] = ctx
+    own = rank_own_env(place, ctx, _contract(job), None if options_text is not None else options)
     if tf_configs:  # cpu_fallback
         own.update(tf_configs[rank])
         env_sources = {**env_sources, **dict.fromkeys(tf_configs[rank], "launcher (cpu_fallback)")}
@@ -148,11 +162,50 @@ def rank_spec(
     )
 
 
-def _host_env(
-    job: RankJob, where: HostSlot, options_text: Optional[str], yaml_env: Mapping[str, Optional[str]]
-) -> Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]:
-    """What the ranks of ``where`` share of their environment (rankenv.host_env), with npulaunch's own."""
-    ctx = HostContext(
+def helper_spec(job: RankJob, where: HostSlot, first: RankSpec) -> Optional[RankSpec]:
+    """The framework's extra process on host ``where`` (MindSpore's scheduler), or None: ``first``'s
+    command, directory and shared variables, with the framework's own for it. It holds no NPU, is
+    numbered HELPER_RANK and has its own directory; the agent starts, watches and stops it as a rank."""
+    from npulaunch.host.spec import HELPER_RANK
+
+    ctx = _context(job, where, None)
+    own = _contract(job).helper_env(ctx)
+    if own is None:
+        return None
+    paths = job.layout.rank_paths(HELPER_RANK, None if where.local else where.host)
+    own.update(
+        {"ASCEND_PROCESS_LOG_PATH": paths.plog_dir, "NPULAUNCH_LOCAL_RANK": "-1", "NPULAUNCH_RANK_DIR": paths.dir}
+    )
+    shared = first.env.shared if isinstance(first.env, RankEnv) else first.env
+    return replace(
+        first,
+        rank=HELPER_RANK,
+        local_rank=HELPER_RANK,
+        device_id=HELPER_RANK,
+        env=RankEnv(own, shared),
+        session_options={},
+        rank_dir=paths.dir,
+        stdout_path=paths.stdout,
+        stderr_path=paths.stderr,
+        plog_dir=paths.plog_dir,
+        make_dirs=(),
+        cpus=None,
+        cpu_request=None,
+    )
+
+
+def _contract(job: RankJob) -> Contract:
+    if job.framework is not None:
+        return job.framework
+    from npulaunch.plan.frameworks import tensorflow
+
+    return tensorflow  # type: ignore[return-value]
+
+
+def _context(job: RankJob, where: HostSlot, options_text: Optional[str]) -> HostContext:
+    """What the framework's contract knows of host ``where``."""
+    framework = job.config.framework
+    return HostContext(
         world_size=job.world_size,
         local_world_size=len(where.user_devices),
         node_rank=where.node_rank,
@@ -163,8 +216,23 @@ def _host_env(
         rank_table_path=job.table_path,
         cluster_env=None if job.cluster is None else job.cluster.rank_env(where.node_rank),
         session_options_text=options_text,
+        node_count=job.node_count,
+        visible=tuple(sorted(where.logical or where.user_devices)),
+        meeting=job.meeting,
+        restart_count=max(job.layout.attempt, 1) - 1,
+        max_restarts=job.config.job.max_restarts,
+        role=framework.role,
+        mode=framework.start_mode.value if framework.start_mode else "",
+        yaml_env=job.config.env,
+        inherited=job.inherited if where.local else {},
     )
-    env, unset, sources = host_env(ctx, yaml_env)
+
+
+def _host_env(
+    job: RankJob, where: HostSlot, options_text: Optional[str], yaml_env: Mapping[str, Optional[str]]
+) -> Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]:
+    """What the ranks of ``where`` share of their environment (rankenv.host_env), with npulaunch's own."""
+    env, unset, sources = host_env(_context(job, where, options_text), yaml_env, _contract(job))
     env[PRECEDENCE_VAR] = job.config.session_precedence.value
     env[ATTEMPT_VAR] = str(max(job.layout.attempt, 1))
     env[RESTART_COUNT_VAR] = str(max(job.layout.attempt, 1) - 1)

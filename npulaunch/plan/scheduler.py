@@ -22,6 +22,7 @@ class SchedulerKind(str, Enum):
     MPI = "mpi"
     VOLCANO = "volcano"
     K8S = "k8s"
+    FLAGS = "--nnodes"  # torchrun's node flags: a scheduler started one npulaunch per node with them
     NONE = "none"
 
 
@@ -305,11 +306,25 @@ _EXPECTED = {
 }
 
 
+def flags_view(nnodes: int, node_rank: int, master_addr: str) -> SchedulerView:
+    """torchrun's ``--nnodes N --node-rank K --master-addr A``: node K of N, started by a scheduler that
+    names no hosts. The first node is the master address; the others are known only by their index."""
+    draft = _Draft(SchedulerKind.FLAGS)
+    hosts = (master_addr,) + tuple(f"node-{index}" for index in range(1, nnodes))
+    draft.put("hosts", hosts, f"--nnodes {nnodes} --master-addr {master_addr}")
+    draft.put("node_count", nnodes, f"--nnodes {nnodes}")
+    draft.put("node_index", node_rank, f"--node-rank {node_rank}")
+    draft.sources["kind"] = "torchrun's node flags"
+    return draft.view()
+
+
 def detect(env: Mapping[str, str], hostname: str = "", forced: Optional[str] = None) -> SchedulerView:
     """The scheduler running this process and what it says. Without ``forced``, the first found of:
     mpirun inside Slurm, Slurm, MPI, Volcano, Kubernetes (KUBERNETES_SERVICE_HOST and an index).
     ``forced`` names one of them (or "none") and takes its variables only."""
     kind = _forced_kind(forced)
+    if kind is SchedulerKind.FLAGS:
+        raise invalid_value("scheduler", repr(forced), "auto, slurm, mpi, volcano, k8s or none")
     if kind is SchedulerKind.NONE:
         return _Draft(kind).view()
     if kind is not None:
@@ -335,7 +350,7 @@ def _forced_kind(forced: Optional[str]) -> Optional[SchedulerKind]:
     try:
         return SchedulerKind(forced)
     except ValueError:
-        choices = [kind.value for kind in SchedulerKind]
+        choices = [kind.value for kind in SchedulerKind if kind is not SchedulerKind.FLAGS]
         import difflib
 
         close = difflib.get_close_matches(str(forced), choices, n=1)

@@ -56,7 +56,7 @@ class LiveConsole(Console):
     ) -> None:
         super().__init__(mode, ranks=ranks)
         self._rich = rich_console or RichConsole(highlight=False, soft_wrap=True)
-        self._rows: Dict[int, RankRow] = {s.rank: RankRow(s.rank, s.device_id) for s in plan.ranks}
+        self._rows: Dict[int, RankRow] = {s.rank: RankRow(s.rank, s.device_id) for s in plan.processes}
         self._step = re.compile(plan.progress_regex) if plan.progress_regex else None
         # the table is built when drawn (_Current), so a frame that prints rank lines draws it once, with them
         self._live = Live(_Current(self._table), console=self._rich, auto_refresh=False, transient=False)
@@ -187,7 +187,14 @@ class LiveConsole(Console):
             if row.total and row.step_rate > 0:
                 eta = f"{max(0.0, (row.total - (row.step or 0)) / row.step_rate):.0f}s"
             table.add_row(
-                str(row.rank), str(row.device_id), row.state, f"{row.rate:.0f}", silent, step, eta, row.last_line[:60]
+                str(row.rank) if row.rank >= 0 else "sched",
+                str(row.device_id) if row.rank >= 0 else "-",
+                row.state,
+                f"{row.rate:.0f}",
+                silent,
+                step,
+                eta,
+                row.last_line[:60],
             )
         return table
 

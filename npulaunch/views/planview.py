@@ -44,12 +44,15 @@ def render_plan_table(plan: LaunchPlan) -> str:
     """A header, one row per rank (its device as the rank table names it, as the runtime numbers
     it, and as the rank opens it), then the notes."""
     bound = any(spec.cpus or spec.cpu_request for spec in plan.ranks)
-    rows: List[Tuple[str, ...]] = [("rank", "local_rank", "host", "device_id", "logical", "ASCEND_DEVICE_ID")]
+    opened = OPENED_BY.get(plan.framework, "ASCEND_DEVICE_ID")  # the variable that says which NPU a rank opens
+    rows: List[Tuple[str, ...]] = [("rank", "local_rank", "host", "device_id", "logical", opened)]
     for spec in plan.ranks:
         physical, logical, user = plan.rank_device(spec)
-        rows.append((str(spec.rank), str(spec.local_rank), spec.host, str(physical), str(logical), str(user)))
-    cpus = ["cpus"] + [_cpus(spec.cpus, spec.cpu_request) for spec in plan.ranks]
-    logs = ["log"] + [spec.stdout_path for spec in plan.ranks]
+        said = str(user) if opened == "ASCEND_DEVICE_ID" else spec.env.get(opened, "-")
+        rows.append((str(spec.rank), str(spec.local_rank), spec.host, str(physical), str(logical), said))
+    rows.extend(("sched", "-", spec.host, "-", "-", "-") for spec in plan.helpers)
+    cpus = ["cpus"] + [_cpus(spec.cpus, spec.cpu_request) for spec in plan.processes]
+    logs = ["log"] + [spec.stdout_path for spec in plan.processes]
     rows = [row + ((cpu,) if bound else ()) + (log,) for row, cpu, log in zip(rows, cpus, logs)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = [
@@ -58,6 +61,7 @@ def render_plan_table(plan: LaunchPlan) -> str:
         f"job directory: {plan.job_dir}",
         f"rank table: {_rank_table(plan)}",
     ]
+    lines.extend(_framework(plan))
     lines.extend(_recovery(plan))
     lines.extend(f"devices on {mapped.host}: {mapped.describe()}" for mapped in plan.host_devices if mapped.describe())
     sources = ", ".join(f"{key} from {value}" for key, value in sorted(plan.sources.items()))
@@ -97,6 +101,32 @@ def render_plan_table(plan: LaunchPlan) -> str:
         lines.append(f"note: {note}")
     lines.extend(plan.warnings)
     return "\n".join(lines) + "\n"
+
+
+# the variable whose value is the NPU a rank opens, by framework (plan/frameworks/)
+OPENED_BY = {"tensorflow": "ASCEND_DEVICE_ID", "pytorch": "LOCAL_RANK", "mindspore": "DEVICE_ID"}
+
+
+def _framework(plan: LaunchPlan) -> List[str]:
+    """The framework's contract: each of its variables with rank 0's value, what it means and its source."""
+    from npulaunch.config.cluster import Framework
+    from npulaunch.plan.frameworks import contract
+
+    module = contract(Framework(plan.framework))
+    first = plan.ranks[0].env if plan.ranks else {}
+    helper = plan.helpers[0].env if plan.helpers else {}
+    rows = []
+    for variable in module.VARIABLES:
+        value = first.get(variable.name)
+        if value is None and variable.name in helper:
+            value = f"(scheduler: {helper[variable.name]})"
+        rows.append((variable.name, "-" if value is None else value, f"{variable.meaning} [{variable.source}]"))
+    name_width = max(len(row[0]) for row in rows)
+    value_width = min(max(len(row[1]) for row in rows), 24)
+    lines = [f"framework: {plan.framework}: {module.SUMMARY}; rank 0's values:"]
+    lines.extend(f"  {name:<{name_width}}  {value:<{value_width}}  {what}" for name, value, what in rows)
+    lines.append("  sources: " + "; ".join(module.SOURCES))
+    return lines
 
 
 def _recovery(plan: LaunchPlan) -> List[str]:

@@ -18,7 +18,7 @@ from npulaunch.host.cann.scan import Scanner
 from npulaunch.host.events import EventKind
 from npulaunch.host.progress import LOOK_BACK, Step, find_step
 from npulaunch.host.session import HEARTBEAT_FILE
-from npulaunch.host.spec import HostPlan
+from npulaunch.host.spec import HELPER_RANK, HostPlan
 from npulaunch.host.tail import Block, FileTail, count_lines, split_lines, tail_lines
 from npulaunch.host.watchdog import HangLimits, Progress, describe, find_hangs, next_check_in
 
@@ -56,6 +56,8 @@ class Monitor:
     # -- fed by the agent ----------------------------------------------------------------------
 
     def started(self, rank: int) -> None:
+        if rank == HELPER_RANK:  # a framework's scheduler may wait in silence while the ranks work
+            return
         self.progress[rank] = Progress(started=self._clock())
 
     def exited(self, rank: int) -> None:

@@ -101,7 +101,9 @@ class Fleet:
                 problems[host], warnings = judge(host, asks[host], message.facts, sent, time.time())
                 self.warnings.extend(warnings)
                 self.answers[host] = message.facts
-                self.facts[host] = dict(remote_facts(message.facts), address=self._address(host))
+                self.facts[host] = dict(
+                    remote_facts(message.facts), address=self._address(host), launcher_address=self._own_address(host)
+                )
                 if host in self.spares:  # a spare may wait for long: a fresh agent starts when it is used
                     self.waiting.pop(host).close_channel()
         return {host: found for host, found in problems.items() if found}
@@ -141,6 +143,15 @@ class Fleet:
         try:
             return str(transport.getpeername()[0]) if transport is not None else None
         except OSError:
+            return None
+
+    def _own_address(self, host: str) -> Optional[str]:
+        """This launcher's address toward ``host`` (its end of the SSH connection): where ``host`` reaches
+        a meeting point on the launcher's machine (MASTER_ADDR, MS_SCHED_HOST) and the launcher's HCCL_IF_IP."""
+        transport = self.connections[host].client.get_transport()
+        try:
+            return str(transport.sock.getsockname()[0]) if transport is not None else None
+        except (OSError, AttributeError):
             return None
 
     def start_agent(

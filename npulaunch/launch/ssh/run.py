@@ -53,7 +53,7 @@ class FleetRun:
         self.plan, self._fleet = plan, fleet
         self._heartbeat_timeout_s = heartbeat_timeout() if heartbeat_timeout_s is None else heartbeat_timeout_s
         self._heard: Dict[str, float] = {}  # host -> when its agent last sent anything (hosts that send beats)
-        self._specs = {spec.rank: spec for spec in plan.ranks}
+        self._specs = {spec.rank: spec for spec in plan.processes}
         self._channels: Dict[str, AgentChannel] = {}
         self._copies: Dict[Tuple[int, str], IO[bytes]] = {}  # (rank, stream) -> the launcher-side log file
         self._stopping = self._killed = False
