@@ -32,6 +32,7 @@ BENCHMARKS: List[Tuple[str, List[str], List[str], bool]] = [
     ("ssh_startup", [], ["--hosts", "1", "--repeats", "1"], False),
     ("recovery", [], ["--smoke"], True),  # its SSH rows need root (full run only); without, local rows only
     ("health_watch", [], ["--smoke"], False),
+    ("torch_start", [], ["--smoke"], True),  # torch ranks to their first all-reduce; needs torch in python3
 ]
 
 

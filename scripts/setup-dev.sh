@@ -49,5 +49,13 @@ if [ -n "$PY37" ] && [ ! -x .ci/venv-tf1/bin/python ]; then
   .ci/venv-tf1/bin/pip install -q "tensorflow-cpu==1.15.0" "protobuf<3.21" "numpy<1.19"
 fi
 
-echo "== pip install -e '.[dev,tf]' ($(python3 --version))"
-python3 -m pip install -q -e '.[dev,tf]'
+# PyTorch's CPU build for the real torch jobs: PyPI's x86_64 torch is a CUDA build of several GB, so the
+# version is pinned where pip finds a CPU wheel (a find-links folder, or TORCH_INDEX_URL, e.g.
+# https://download.pytorch.org/whl/cpu). MindSpore's x86_64 wheel (800 MB) runs on the CPU as it is.
+if ! python3 -c "import torch" 2>/dev/null; then
+  echo "== pip install torch==${TORCH_VERSION:-2.13.0} (the CPU build)"
+  python3 -m pip install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==${TORCH_VERSION:-2.13.0}"
+fi
+
+echo "== pip install -e '.[dev,tf,torch,mindspore]' ($(python3 --version))"
+python3 -m pip install -q -e '.[dev,tf,torch,mindspore]'

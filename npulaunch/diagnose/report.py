@@ -13,6 +13,7 @@ from typing import Optional, Sequence, Tuple
 from npulaunch.diagnose import rootcause
 from npulaunch.diagnose.rootcause import HOST_LOST, NPU_FAULT, RootCause
 from npulaunch.diagnose.summary import FailureReport, JobInfo, JobStatus, JobSummary, RankSummary
+from npulaunch.host.cann.shapes import strip_prefix
 from npulaunch.host.errorfile import raised_text, written_at
 from npulaunch.host.events import Event
 from npulaunch.host.lazyre import lazy_re
@@ -157,7 +158,9 @@ _FRAME_LINE = lazy_re(r'^\s+File "[^"]*", line \d+')
 
 def python_exception(lines: Sequence[str]) -> Optional[Tuple[str, Optional[str]]]:
     """The exception line of the last traceback in ``lines`` and its innermost frame
-    (``File "train.py", line 3, in load``), or None when there is no complete traceback."""
+    (``File "train.py", line 3, in load``), or None when there is no complete traceback. A launcher's
+    prefix before each line (torch's ``[rank1]: `` once a process group exists) is not part of it."""
+    lines = [strip_prefix(line) for line in lines]
     start = max((i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")), default=-1)
     if start < 0:
         return None

@@ -53,6 +53,11 @@ def exec_rank(loaded: Loaded) -> int:
             "no scheduler was found in the environment (or pass --scheduler)"
         )
     plan = planner(loaded)(1)
+    if plan.helpers:
+        raise UsageError(
+            f"framework {plan.framework} needs a scheduler process beside the ranks, which npulaunch exec (one "
+            "task per rank) cannot start: run one npulaunch per node (npulaunch run), as msrun does"
+        )
     spec = plan.ranks[view.rank]
     if (spec.node_rank, spec.local_rank) != (loaded.node, view.local_rank):
         raise UsageError(

@@ -110,7 +110,7 @@ def build_plan(
     if framework.meets(config):
         from npulaunch.plan.frameworks.meeting import decide_meeting
 
-        meeting = decide_meeting(config, discovery, framework.DEFAULT_PORT or 0, sources, notes)
+        meeting = decide_meeting(config, discovery, framework.DEFAULT_PORT or 0, sources, notes, node)
     job = RankJob(
         config,
         job_id,

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, HostConfig, RankTableMode
+from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, Framework, HostConfig, RankTableMode, StartMode
 from npulaunch.host.health.judge import is_fatal, judge_chip, split_codes
 from npulaunch.host.health.parse import NET_HEALTH_BAD, NET_HEALTH_GOOD
 from npulaunch.plan.findings import Finding, Severity, compact
@@ -71,6 +71,10 @@ def health_ask(config: ClusterConfig, index: int, settings: HealthSettings) -> O
         return None
     cm = config.rank_table is RankTableMode.CM
     chief = config.env.get("CM_CHIEF_PORT") if cm and index == 0 and len(config.hosts) > 1 else None
+    if index == 0 and len(config.hosts) > 1 and meeting_port_name(config):  # torch's TCPStore, msrun's scheduler
+        from npulaunch.plan.frameworks import contract_of
+
+        chief = str(config.framework.master_port or contract_of(config).DEFAULT_PORT)
     return {
         "nics": settings.nics,
         "env": {name: config.env[name] for name in READ_VARS if name in config.env},
@@ -95,7 +99,9 @@ def judge_health(
         findings += _tools(host.host, health, bool(((asks.get(host.host) or {}).get("health") or {}).get("nics")))
         findings += _chips(host.host, health)
         findings += _nics(config, index, health, asks.get(host.host) or {}, multi)
-        findings += _host_side(host.host, health, config.rank_table is RankTableMode.CM)
+        findings += _host_side(
+            host.host, health, config.rank_table is RankTableMode.CM, meeting_port_name(config) or "CM_CHIEF_PORT"
+        )
         findings += _skipped(host.host, health)
     nics = {
         h.host: host_nics(answers[h.host]["health"]) for h in config.hosts if (answers.get(h.host) or {}).get("health")
@@ -261,7 +267,17 @@ def _net_health(host: str, nic: Mapping[str, Any], net: Severity, dev: Tuple[int
     return []
 
 
-def _host_side(host: str, health: Mapping[str, Any], cm: bool) -> List[Finding]:
+def meeting_port_name(config: ClusterConfig) -> str:
+    """The variable of the port a framework's processes meet at ("" when they meet at none)."""
+    framework = config.framework
+    if framework.name is Framework.PYTORCH:
+        return "MASTER_PORT"
+    if framework.start_mode is StartMode.MSRUN:
+        return "MS_SCHED_PORT"
+    return ""
+
+
+def _host_side(host: str, health: Mapping[str, Any], cm: bool, port_name: str) -> List[Finding]:
     found = []
     severity = Severity.FATAL if cm else Severity.WARNING
     for name, value, problem in health.get("hccl_env") or []:
@@ -300,9 +316,11 @@ def _host_side(host: str, health: Mapping[str, Any], cm: bool) -> List[Finding]:
                 "ports",
                 Severity.FATAL,
                 host,
-                f"CM_CHIEF_PORT {ports['chief_port']} is in use on the chief host",
+                f"{port_name} {ports['chief_port']} is in use on the first host",
                 "a free port",
-                "choose another port in env: CM_CHIEF_PORT",
+                "choose another port in env: CM_CHIEF_PORT"
+                if port_name == "CM_CHIEF_PORT"
+                else "choose another with framework.master_port (or --master-port)",
             )
         )
     return found

@@ -38,6 +38,8 @@ class Discovery:
     remote: Optional[Mapping[str, Mapping[str, Any]]] = None
     # A host name's address (rank-table-free jobs under a scheduler: CM_WORKER_IP); None if unknown.
     resolve: Callable[[str], Optional[str]] = lambda host: None
+    # This host's own address on the route to another (HCCL_IF_IP under a scheduler); None if unknown.
+    address_toward: Callable[[str], Optional[str]] = lambda address: None
     # The environment local ranks inherit: its ASCEND_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES decide
     # their ASCEND_DEVICE_ID (plan/hosts.py). The real one by default, as prepare.planner plans with it.
     environ: Callable[[], Mapping[str, str]] = launcher_environ

@@ -40,12 +40,35 @@ def local_problems(plan: LaunchPlan, inherited: Mapping[str, str]) -> List[str]:
         if script is not None and not os.path.isfile(os.path.join(spec.cwd, script)):
             problems.append(f"script {script} does not exist (from working directory {spec.cwd})")
     problems.extend(_written_dir_problems(plan))
+    problems.extend(_meeting_port_problems(plan))
     if os.path.exists(plan.attempt_dir if plan.node is not None else plan.job_dir):  # nodes share a job dir
         problems.append(
             f"job directory {plan.attempt_dir if plan.node is not None else plan.job_dir} already "
             "exists: choose another --job-id or remove it"
         )
     return problems
+
+
+# the variable naming the port a framework's processes meet at (plan/frameworks/meeting.py)
+MEETING_PORT_VARS = {"pytorch": "MASTER_PORT", "mindspore": "MS_SCHED_PORT"}
+
+
+def _meeting_port_problems(plan: LaunchPlan) -> List[str]:
+    """The meeting point's port, when it is on this host: bound by another process, the job's ranks could
+    not meet (torch's TCPStore on rank 0, msrun's scheduler fail at once). A remote first host checks it
+    in its preflight (plan/healthcheck.py)."""
+    if plan.meeting is None or plan.hosts[0] not in plan.local_names or plan.node not in (None, 0):
+        return []
+    from npulaunch.host.health.hostnet import port_free
+
+    port = plan.meeting[1]
+    if port_free(port):
+        return []
+    name = MEETING_PORT_VARS.get(plan.framework, "the meeting port")
+    return [
+        f"{name} {port} ({plan.sources.get('framework.master_port', '')}) is in use on this host: the ranks could "
+        "not meet there; choose another with framework.master_port (or --master-port), or stop what holds it"
+    ]
 
 
 def _written_dir_problems(plan: LaunchPlan) -> List[str]:

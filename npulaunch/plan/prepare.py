@@ -199,6 +199,19 @@ def _resolve_host(name: str) -> Optional[str]:
         return None
 
 
+def _address_toward(address: str) -> Optional[str]:
+    """This host's own address on the route to ``address`` (a UDP socket's connect sends nothing), or None."""
+    import socket
+
+    try:
+        target = socket.gethostbyname(address)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.connect((target, 9))
+            return str(sock.getsockname()[0])
+    except OSError:
+        return None
+
+
 def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = None) -> "Callable[..., LaunchPlan]":
     """(attempt, exclusions) -> plan (a restarted job is planned again: fresh ports, its own directory; a
     recovered one without what was excluded). ``remote``: what the remote hosts' preflight found (their
@@ -234,6 +247,7 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
         remote=remote,
         local_names=loaded.local_names,
         resolve=_resolve_host,
+        address_toward=_address_toward,
     )
     restarted = config.job.max_restarts > 0 or recoverable(config, loaded.node)
     first: "List[LaunchPlan]" = []  # attempt 1 is planned once, whoever asks first

@@ -32,7 +32,12 @@ def probe_asks(
     """Host -> what its agent's probe is asked. Built from the config: the plan comes after the
     probe, since ``devices: all`` and device IPs of a remote host are only known there.
     ``settings``: the NPU health check's (None: no health check)."""
+    from npulaunch.plan.frameworks import contract_of
+
     command = config.job.command
+    # a framework that forms its cluster without a rank table (torch_npu, msrun) is asked for the NPUs'
+    # addresses (a table speeds its start-up) but does not need them
+    table_needed = config.rank_table is RankTableMode.REQUIRED or contract_of(config).table_needed(config)
     asks = {}
     for index, host in enumerate(config.hosts):
         # a working directory with a per-rank placeholder ({rank}, {device_id}, ...) has no one path
@@ -47,7 +52,7 @@ def probe_asks(
             "job_dir": JobLayout.under(config.job.log_dir, job_id).job_dir,
             "devices": None if host.devices == ALL_DEVICES else sorted(host.devices),
             "need_ips": host.device_ips is None and config.rank_table not in (RankTableMode.NONE, RankTableMode.CM),
-            "ips_required": config.rank_table is RankTableMode.REQUIRED or len(config.hosts) > 1,
+            "ips_required": config.rank_table is RankTableMode.REQUIRED or (len(config.hosts) > 1 and table_needed),
             "health": None if settings is None else health_ask(config, index, settings),
         }
     return asks

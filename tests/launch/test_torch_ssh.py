@@ -41,9 +41,7 @@ env:
     return config
 
 
-def test_two_hosts_of_two_ranks_all_reduce_from_the_environment_alone(
-    netns_hosts, tmp_path: Path, marker: str
-) -> None:
+def test_two_hosts_of_two_ranks_all_reduce_from_the_environment_alone(netns_hosts, tmp_path: Path, marker: str) -> None:
     config = write_job(tmp_path, netns_hosts, marker)
     result = run_cli("run", str(config), "--job-id", "t22", env={"NPLTEST_MARKER": marker}, timeout=180)
     assert result.returncode == 0, result.stderr

@@ -168,9 +168,7 @@ def test_torch_omp_threads_follow_torchrun() -> None:
     assert "OMP_NUM_THREADS" not in one_each.ranks[0].env  # torchrun sets it only for several workers
     given = plan_of(TORCH_ONE_HOST + "env: {OMP_NUM_THREADS: 4}\n")
     assert given.ranks[0].env["OMP_NUM_THREADS"] == "4"
-    inherited = Discovery(
-        devices=lambda: [], device_ips=lambda ids: None, environ=lambda: {"OMP_NUM_THREADS": "8"}
-    )
+    inherited = Discovery(devices=lambda: [], device_ips=lambda ids: None, environ=lambda: {"OMP_NUM_THREADS": "8"})
     assert "OMP_NUM_THREADS" not in plan_of(TORCH_ONE_HOST, inherited).ranks[0].env  # the rank inherits 8
 
 

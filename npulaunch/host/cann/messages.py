@@ -118,7 +118,7 @@ class Reader:
         text = strip_prefix(line)
         level = record_level(text)
         hits = find_codes(text) if candidate else []
-        phrase = self._phrase_of(line) if candidate else None
+        phrase = self._phrase_of(text) if candidate else None
         quiet = level in ("WARNING", "WARN", "INFO", "DEBUG", "EVENT", "TRACE") or is_warning(text)
         opens = not quiet and (any(hit.code[0] != "W" for hit in hits) or phrase is not None or _reason_in(text))
         closed: Optional[Message] = None

@@ -105,6 +105,16 @@ def refuse_tf_settings(config: "ClusterConfig", name: str, reader: str) -> List[
                     f"{reader} never reads it: set the framework's own options in the script or in env",
                 )
             )
+    if config.recovery.checkpoint_dir is not None:
+        problems.append(
+            config.problem(
+                ("recovery", "checkpoint_dir"),
+                f"checkpoint_dir with framework: {name}",
+                "no checkpoint_dir (npulaunch finds and places TensorFlow checkpoints only)",
+                "recovery itself works: the script resumes from its own checkpoints, and "
+                "NPULAUNCH_RESTART_COUNT (TORCHELASTIC_RESTART_COUNT for pytorch) says it was restarted",
+            )
+        )
     if config.rank_table is RankTableMode.CM:
         problems.append(
             config.problem(

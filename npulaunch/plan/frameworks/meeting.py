@@ -20,10 +20,16 @@ MAX_PORT = 65535
 
 
 def decide_meeting(
-    config: ClusterConfig, discovery: Discovery, default_port: int, sources: Dict[str, str], notes: List[str]
+    config: ClusterConfig,
+    discovery: Discovery,
+    default_port: int,
+    sources: Dict[str, str],
+    notes: List[str],
+    node: Optional[int] = None,
 ) -> Meeting:
     """The meeting point and every host's HCCL_IF_IP (None where unknown). On one machine a free port
-    of it unless the YAML or the command line names one; on several hosts the framework's default port,
+    of it unless the YAML or the command line names one; on several hosts, or on one node of a
+    scheduler's job (``node``: every node must name the same port), the framework's default port,
     which the preflight checks free on the first host."""
     framework = config.framework
     local = [host.host in discovery.local_names for host in config.hosts]
@@ -38,6 +44,10 @@ def decide_meeting(
             facts = remote.get(host.host) or {}
             host_ips[index] = (mine if local[index] else facts.get("address")) or discovery.resolve(host.host)
         first = config.hosts[0].host
+        target = framework.master_addr or host_ips[0]
+        for index in range(1, len(config.hosts)):  # a node of a scheduler's job: its address on the route there
+            if local[index] and host_ips[index] is None and target:
+                host_ips[index] = discovery.address_toward(target)
         address = host_ips[0] or first
         if host_ips[0]:
             said = f"{first}'s address toward the other hosts"
@@ -49,7 +59,7 @@ def decide_meeting(
     if framework.master_port is not None:
         port = framework.master_port
         sources["framework.master_port"] = config.sources.get("framework.master_port", "yaml")
-    elif all(local):
+    elif all(local) and node is None:
         port = discovery.free_ports(1)[0]
         sources["framework.master_port"] = "a free port of this host"
     else:
@@ -60,7 +70,8 @@ def decide_meeting(
     unknown = [h.host for h, ip in zip(config.hosts, host_ips) if ip is None]
     if len(config.hosts) > 1 and unknown:
         notes.append(
-            "HCCL_IF_IP is not set on " + ", ".join(unknown) + ": their address toward the first host is known "
-            "when the job starts over SSH; set it in env (or HCCL_SOCKET_IFNAME) if HCCL picks the wrong NIC"
+            "HCCL_IF_IP is not set on " + ", ".join(unknown) + ": their address toward the first host is not "
+            "known here (over SSH it is, when the job starts); HCCL then picks a NIC itself: set HCCL_IF_IP or "
+            "HCCL_SOCKET_IFNAME in env if it picks the wrong one"
         )
     return Meeting(address, port, tuple(host_ips))
