@@ -18,6 +18,7 @@ from npulaunch.diagnose.summary import AttemptRecord, JobSummary
 from npulaunch.host.errors import UsageError
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.files import read_json
+from npulaunch.host.spec import HELPER_RANK
 from npulaunch.host.tail import last_lines
 from npulaunch.plan.layout import JobLayout
 from npulaunch.views.reporttext import render_report
@@ -238,14 +239,15 @@ def status_text(job_dir: str) -> str:
         else:
             head = f"job {name}{attempt}: running ({state.why})"
     lines = [head] + notes + [f"damaged: {d}" for d in damage]
-    lines.append(f"{'rank':>4}  {'device':>6}  {'state':<20} {'lines':>8}  {'silent':>7}  last line")
+    lines.append(f"{'rank':>5}  {'device':>6}  {'state':<20} {'lines':>8}  {'silent':>7}  last line")
     for row in status_rows(events, time.time() if end is None else end, ended=end is not None):
         state = row["state"] + (f" ({row['exit']})" if row.get("exit") not in (None, 0) else "")
         if row.get("signatures"):
             state += " " + ",".join(row["signatures"])
+        helper = row["rank"] == HELPER_RANK  # a framework's scheduler: no rank, no NPU
         lines.append(
-            f"{row['rank']:>4}  {row['device_id']:>6}  {state:<20} {row['lines']:>8}  "
-            f"{row['silent_s']:>6}s  {row['last_line'][:80]}"
+            f"{'sched' if helper else row['rank']:>5}  {'-' if helper else row['device_id']:>6}  {state:<20} "
+            f"{row['lines']:>8}  {row['silent_s']:>6}s  {row['last_line'][:80]}"
         )
     lines += _earlier_attempts(layout)
     return "\n".join(lines) + "\n"

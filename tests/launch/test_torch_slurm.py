@@ -1,0 +1,41 @@
+"""A real torch job under real Slurm (n1-n2 here): one npulaunch per node (srun --ntasks-per-node=1), each
+starting its node's ranks with torchrun's variables, the job id Slurm's, the nodes meeting at the first
+node's TCPStore. The test nodes share this machine, and their names resolve nowhere: the YAML names the
+meeting address, as a site whose node names do not resolve would."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from helpers import RANKS, require
+from test_slurm import NPULAUNCH, srun
+from test_torch import rank_lines
+
+
+def test_a_torch_job_on_two_slurm_nodes(slurm_cluster, tmp_path: Path, marker: str) -> None:
+    require(importlib.util.find_spec("torch") is not None, "torch (pip install -e '.[torch]')")
+    config = tmp_path / "job.yaml"
+    config.write_text(f"""framework: {{name: pytorch, master_addr: 127.0.0.1}}
+job:
+  command: [{sys.executable}, {RANKS / "torch_rank.py"}]
+  log_dir: {tmp_path / "logs"}
+  grace_period_s: 1
+hosts:
+  - {{host: any-node, devices: 2}}
+env:
+  NPLTEST_MARKER: {marker}
+  GLOO_SOCKET_IFNAME: lo
+""")
+    result = srun(slurm_cluster, marker, "-N", "2", "--ntasks-per-node=1", *NPULAUNCH, "run", str(config), timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    jobs = list((tmp_path / "logs").iterdir())
+    assert len(jobs) == 1 and jobs[0].name.isdigit()  # every node took Slurm's job id
+    ranks = rank_lines(result.stdout)
+    assert [entry["rank"] for entry in ranks] == [0, 1, 2, 3]
+    assert {entry["sum"] for entry in ranks} == {10.0}
+    for entry in ranks:
+        env = entry["env"]
+        assert (env["NPULAUNCH_HOST"], env["GROUP_RANK"]) == (f"n{entry['rank'] // 2 + 1}", str(entry["rank"] // 2))
+        assert (env["WORLD_SIZE"], env["MASTER_PORT"], env["TORCHELASTIC_RUN_ID"]) == ("4", "29500", jobs[0].name)
