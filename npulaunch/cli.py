@@ -11,7 +11,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Union
 
-from npulaunch.cliargs import build_parser, parse_devices, split_script
+from npulaunch.cliargs import build_parser, node_flag_problems, parse_devices, split_script
 from npulaunch.host.errors import ConfigError, ConfigProblem, NpulaunchError, UsageError
 
 if TYPE_CHECKING:  # the commands import what they use, so that --help stays fast
@@ -56,7 +56,7 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> "Overr
         )
     if command is not None and not command:
         problems.append(ConfigProblem("command line", None, "--", "nothing after '--'", "the command to run"))
-    problems += _node_flag_problems(args)
+    problems += node_flag_problems(args)
     if problems:
         raise ConfigError(problems)
     return Overrides(
@@ -78,42 +78,6 @@ def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> "Overr
         node_rank=args.node_rank,
         script=getattr(args, "script", None),
     )
-
-
-def _node_flag_problems(args: argparse.Namespace) -> List[ConfigProblem]:
-    """torchrun's node flags: ranges, and what they need together."""
-    problems = []
-
-    def bad(flag: str, found: object, allowed: str, hint: str = "") -> None:
-        problems.append(ConfigProblem("command line", None, flag, str(found), allowed, hint))
-
-    if args.master_port is not None and not 1 <= args.master_port <= 65535:
-        bad("--master-port", args.master_port, "a port from 1 to 65535")
-    if args.nnodes is not None and not 1 <= args.nnodes <= 65536:
-        bad("--nnodes", args.nnodes, "an integer from 1 to 65536 (elastic ranges such as 1:4 are not supported)")
-    if args.node_rank is not None:
-        if args.nnodes is None:
-            bad("--node-rank", args.node_rank, "--node-rank with --nnodes", "one npulaunch per node: both flags")
-        elif not 0 <= args.node_rank < args.nnodes:
-            bad("--node-rank", args.node_rank, f"0 to {args.nnodes - 1} (--nnodes {args.nnodes})")
-    if args.nnodes is not None and args.nnodes > 1:
-        if args.node_rank is None:
-            bad("--nnodes", args.nnodes, "--nnodes with --node-rank", "each node's npulaunch says which node it is")
-        if args.master_addr is None:
-            bad(
-                "--nnodes",
-                args.nnodes,
-                "--nnodes with --master-addr",
-                "the nodes meet at the first node's address: the same --master-addr on every node",
-            )
-        if args.config:
-            bad(
-                "--nnodes",
-                args.nnodes,
-                "--nnodes without a cluster YAML",
-                "a YAML lists its hosts (npulaunch reaches them over SSH, or reads a scheduler's)",
-            )
-    return problems
 
 
 def _load(

@@ -304,3 +304,39 @@ def _flags_with_values(parser: argparse.ArgumentParser, command: str) -> Set[str
             sub = action.choices[command]
             return {name for a in sub._actions if a.nargs != 0 for name in a.option_strings}
     return set()
+
+
+def node_flag_problems(args: argparse.Namespace) -> List[ConfigProblem]:
+    """torchrun's node flags: ranges, and what they need together."""
+    problems = []
+
+    def bad(flag: str, found: object, allowed: str, hint: str = "") -> None:
+        problems.append(ConfigProblem("command line", None, flag, str(found), allowed, hint))
+
+    if args.master_port is not None and not 1 <= args.master_port <= 65535:
+        bad("--master-port", args.master_port, "a port from 1 to 65535")
+    if args.nnodes is not None and not 1 <= args.nnodes <= 65536:
+        bad("--nnodes", args.nnodes, "an integer from 1 to 65536 (elastic ranges such as 1:4 are not supported)")
+    if args.node_rank is not None:
+        if args.nnodes is None:
+            bad("--node-rank", args.node_rank, "--node-rank with --nnodes", "one npulaunch per node: both flags")
+        elif not 0 <= args.node_rank < args.nnodes:
+            bad("--node-rank", args.node_rank, f"0 to {args.nnodes - 1} (--nnodes {args.nnodes})")
+    if args.nnodes is not None and args.nnodes > 1:
+        if args.node_rank is None:
+            bad("--nnodes", args.nnodes, "--nnodes with --node-rank", "each node's npulaunch says which node it is")
+        if args.master_addr is None:
+            bad(
+                "--nnodes",
+                args.nnodes,
+                "--nnodes with --master-addr",
+                "the nodes meet at the first node's address: the same --master-addr on every node",
+            )
+        if args.config:
+            bad(
+                "--nnodes",
+                args.nnodes,
+                "--nnodes without a cluster YAML",
+                "a YAML lists its hosts (npulaunch reaches them over SSH, or reads a scheduler's)",
+            )
+    return problems

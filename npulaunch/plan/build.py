@@ -28,7 +28,7 @@ from npulaunch.plan.layout import JobLayout
 from npulaunch.plan.placement import Arrangement, Exclusion, arrange, needs_arranging
 from npulaunch.plan.rankenv import Meeting
 from npulaunch.plan.rankfree import CM_VARIABLES, ClusterInfo, cm_env_problems, decide_cluster_info
-from npulaunch.plan.rankspecs import HostSlot, RankJob, helper_spec, rank_spec, shared_options
+from npulaunch.plan.rankspecs import HostSlot, RankJob, job_specs, shared_options
 
 
 def build_plan(
@@ -128,17 +128,11 @@ def build_plan(
         node_count=config.framework.nnodes or len(config.hosts),
         inherited=discovery.environ(),
     )
-    ranks: List[RankSpec] = []
-    helpers: List[RankSpec] = []
-    for node_rank, (host, mapped) in enumerate(zip(config.hosts, host_devices)):
-        local = host.host in discovery.local_names
-        where = HostSlot(host.host, node_rank, mapped.user, local, cpus_by_host[node_rank], mapped.logical)
-        first = len(ranks)
-        for local_rank, device_id in enumerate(mapped.physical):
-            ranks.append(rank_spec(job, where, len(ranks), local_rank, device_id, tf_configs))
-        helper = helper_spec(job, where, ranks[first]) if len(ranks) > first else None
-        if helper is not None:
-            helpers.append(helper)
+    slots = [
+        HostSlot(host.host, node_rank, mapped.user, host.host in discovery.local_names, cpus, mapped.logical)
+        for node_rank, (host, mapped, cpus) in enumerate(zip(config.hosts, host_devices, cpus_by_host))
+    ]
+    ranks, helpers = job_specs(job, slots, [mapped.physical for mapped in host_devices], tf_configs)
     if config.framework.name is Framework.TENSORFLOW:
         from npulaunch.plan.frameworks.tensorflow import shard_formula_note
 

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, Framework, HostConfig, RankTableMode, StartMode
+from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, HostConfig, RankTableMode
 from npulaunch.host.health.judge import is_fatal, judge_chip, split_codes
 from npulaunch.host.health.parse import NET_HEALTH_BAD, NET_HEALTH_GOOD
 from npulaunch.plan.findings import Finding, Severity, compact
@@ -71,7 +71,7 @@ def health_ask(config: ClusterConfig, index: int, settings: HealthSettings) -> O
         return None
     cm = config.rank_table is RankTableMode.CM
     chief = config.env.get("CM_CHIEF_PORT") if cm and index == 0 and len(config.hosts) > 1 else None
-    if index == 0 and len(config.hosts) > 1 and meeting_port_name(config):  # torch's TCPStore, msrun's scheduler
+    if index == 0 and len(config.hosts) > 1 and _port_var(config):  # torch's TCPStore, msrun's scheduler
         from npulaunch.plan.frameworks import contract_of
 
         chief = str(config.framework.master_port or contract_of(config).DEFAULT_PORT)
@@ -100,7 +100,7 @@ def judge_health(
         findings += _chips(host.host, health)
         findings += _nics(config, index, health, asks.get(host.host) or {}, multi)
         findings += _host_side(
-            host.host, health, config.rank_table is RankTableMode.CM, meeting_port_name(config) or "CM_CHIEF_PORT"
+            host.host, health, config.rank_table is RankTableMode.CM, _port_var(config) or "CM_CHIEF_PORT"
         )
         findings += _skipped(host.host, health)
     nics = {
@@ -267,14 +267,11 @@ def _net_health(host: str, nic: Mapping[str, Any], net: Severity, dev: Tuple[int
     return []
 
 
-def meeting_port_name(config: ClusterConfig) -> str:
-    """The variable of the port a framework's processes meet at ("" when they meet at none)."""
-    framework = config.framework
-    if framework.name is Framework.PYTORCH:
-        return "MASTER_PORT"
-    if framework.start_mode is StartMode.MSRUN:
-        return "MS_SCHED_PORT"
-    return ""
+def _port_var(config: ClusterConfig) -> str:
+    from npulaunch.plan.frameworks import meeting_port_var
+
+    mode = config.framework.start_mode
+    return meeting_port_var(config.framework.name.value, mode.value if mode else None)
 
 
 def _host_side(host: str, health: Mapping[str, Any], cm: bool, port_name: str) -> List[Finding]:

@@ -49,10 +49,6 @@ def local_problems(plan: LaunchPlan, inherited: Mapping[str, str]) -> List[str]:
     return problems
 
 
-# the variable naming the port a framework's processes meet at (plan/frameworks/meeting.py)
-MEETING_PORT_VARS = {"pytorch": "MASTER_PORT", "mindspore": "MS_SCHED_PORT"}
-
-
 def _meeting_port_problems(plan: LaunchPlan) -> List[str]:
     """The meeting point's port, when it is on this host: bound by another process, the job's ranks could
     not meet (torch's TCPStore on rank 0, msrun's scheduler fail at once). A remote first host checks it
@@ -60,11 +56,12 @@ def _meeting_port_problems(plan: LaunchPlan) -> List[str]:
     if plan.meeting is None or plan.hosts[0] not in plan.local_names or plan.node not in (None, 0):
         return []
     from npulaunch.host.health.hostnet import port_free
+    from npulaunch.plan.frameworks import meeting_port_var
 
     port = plan.meeting[1]
     if port_free(port):
         return []
-    name = MEETING_PORT_VARS.get(plan.framework, "the meeting port")
+    name = meeting_port_var(plan.framework)
     return [
         f"{name} {port} ({plan.sources.get('framework.master_port', '')}) is in use on this host: the ranks could "
         "not meet there; choose another with framework.master_port (or --master-port), or stop what holds it"

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
-
-if TYPE_CHECKING:
-    from npulaunch.plan.frameworks import Contract
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 SESSION_OPTIONS_VAR = "NPULAUNCH_SESSION_OPTIONS"
 JOB_UUID_VAR = "NPULAUNCH_JOB_UUID"
@@ -73,13 +70,16 @@ def session_options_text(options: Mapping[str, Any]) -> str:
 
 
 def host_env(
-    ctx: HostContext, yaml_env: Mapping[str, Optional[str]], framework: "Contract", env_source: str = "yaml"
+    ctx: HostContext,
+    yaml_env: Mapping[str, Optional[str]],
+    contract: Tuple[Dict[str, str], Dict[str, str], List[str]],
+    env_source: str = "yaml",
 ) -> Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]:
     """What every rank of the host gets alike: npulaunch's defaults and the framework's, the YAML's
     env, and the launcher's values that do not depend on the rank (the framework's contract among
-    them); ``(env, unset, sources)``. The values that do are rank_own_env's, and win (the YAML may not
-    set them at all)."""
-    defaults, launcher, unset = framework.host_env(ctx)
+    them: ``contract`` is its ``host_env``, ``(defaults, launcher, unset)``); ``(env, unset, sources)``.
+    The values that do are rank_own_env's, and win (the YAML may not set them at all)."""
+    defaults, launcher, unset = contract
     env: Dict[str, str] = {}
     sources: Dict[str, str] = {}
     for name, value in DEFAULT_ENV.items():
@@ -134,11 +134,12 @@ class RankPlace:
 
 
 def rank_own_env(
-    place: RankPlace, ctx: HostContext, framework: "Contract", options: Optional[Mapping[str, Any]] = None
+    place: RankPlace, contract: Dict[str, str], options: Optional[Mapping[str, Any]] = None
 ) -> Dict[str, str]:
-    """The launcher's values that differ from rank to rank of a host. ``options``: the rank's session
-    options when they are its own (else host_env gives every rank the same text)."""
-    own = framework.rank_env(place, ctx)
+    """The launcher's values that differ from rank to rank of a host: the framework's (``contract``, its
+    ``rank_env``) and npulaunch's own. ``options``: the rank's session options when they are its own
+    (else host_env gives every rank the same text)."""
+    own = contract
     own["ASCEND_PROCESS_LOG_PATH"] = place.plog_dir
     own["NPULAUNCH_LOCAL_RANK"] = str(place.local_rank)
     own["NPULAUNCH_RANK_DIR"] = place.rank_dir

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import ClusterConfig
 from npulaunch.host.spec import RankEnv, RankSpec
@@ -133,7 +133,7 @@ def rank_spec(
         ctx = _context(job, where, options_text)
         if options_text is not None:
             job.contexts[where.node_rank] = ctx
-    own = rank_own_env(place, ctx, _contract(job), None if options_text is not None else options)
+    own = rank_own_env(place, _contract(job).rank_env(place, ctx), None if options_text is not None else options)
     if tf_configs:  # cpu_fallback
         own.update(tf_configs[rank])
         env_sources = {**env_sources, **dict.fromkeys(tf_configs[rank], "launcher (cpu_fallback)")}
@@ -160,6 +160,23 @@ def rank_spec(
         cpus=cpus or None,
         cpu_request=job.cpu_request if cpus is None else None,
     )
+
+
+def job_specs(
+    job: RankJob, slots: Sequence[HostSlot], devices: Sequence[Tuple[int, ...]], tf_configs: List[Dict[str, str]]
+) -> Tuple[List[RankSpec], List[RankSpec]]:
+    """``(ranks, helpers)``: every host's ranks on its devices (physical ids, in rank order), numbered
+    across the job, and the framework's extra process of each host that has one."""
+    ranks: List[RankSpec] = []
+    helpers: List[RankSpec] = []
+    for where, physical in zip(slots, devices):
+        first = len(ranks)
+        for local_rank, device_id in enumerate(physical):
+            ranks.append(rank_spec(job, where, len(ranks), local_rank, device_id, tf_configs))
+        helper = helper_spec(job, where, ranks[first]) if len(ranks) > first else None
+        if helper is not None:
+            helpers.append(helper)
+    return ranks, helpers
 
 
 def helper_spec(job: RankJob, where: HostSlot, first: RankSpec) -> Optional[RankSpec]:
@@ -232,7 +249,8 @@ def _host_env(
     job: RankJob, where: HostSlot, options_text: Optional[str], yaml_env: Mapping[str, Optional[str]]
 ) -> Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]:
     """What the ranks of ``where`` share of their environment (rankenv.host_env), with npulaunch's own."""
-    env, unset, sources = host_env(_context(job, where, options_text), yaml_env, _contract(job))
+    ctx = _context(job, where, options_text)
+    env, unset, sources = host_env(ctx, yaml_env, _contract(job).host_env(ctx))
     env[PRECEDENCE_VAR] = job.config.session_precedence.value
     env[ATTEMPT_VAR] = str(max(job.layout.attempt, 1))
     env[RESTART_COUNT_VAR] = str(max(job.layout.attempt, 1) - 1)

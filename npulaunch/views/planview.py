@@ -19,18 +19,21 @@ def render_rank(entry: Dict[str, Any], inherited_shown: bool) -> str:
     """One rank (``plan --rank N``, from planjson.rank_to_dict): where it runs, its command, and its
     complete environment with where each value comes from (``inherited_shown``: the launcher's own
     environment is part of it, as on this host)."""
-    device = entry["device"]
+    device, env = entry["device"], entry["env"]
+    # the variable that says which NPU the rank opens: the TF Adapter's, torch_npu's idiom, msrun's
+    opened = next((name for name in ("ASCEND_DEVICE_ID", "LOCAL_RANK", "DEVICE_ID") if name in env), "")
+    said = f"ASCEND_DEVICE_ID {device['ascend_device_id']}" if opened in ("ASCEND_DEVICE_ID", "") else ""
+    said = said or f"{opened} {env[opened]}"
     lines = [
         f"rank {entry['rank']} of {entry['world_size']} on {entry['host']} (node {entry['node_rank']}, "
-        f"local rank {entry['local_rank']}): device {device['physical']}, logical {device['logical']}, "
-        f"ASCEND_DEVICE_ID {device['ascend_device_id']}",
+        f"local rank {entry['local_rank']}): device {device['physical']}, logical {device['logical']}, {said}",
         f"command: {' '.join(shlex.quote(arg) for arg in entry['argv'])}",
         f"workdir: {entry['cwd']}",
         f"logs: {entry['stdout']}, {entry['stderr']}; plogs under {entry['plog_dir']}",
     ]
     if entry.get("session_options"):
         lines.append("session options: " + json.dumps(entry["session_options"], sort_keys=True))
-    env, sources = entry["env"], entry["env_sources"]
+    sources = entry["env_sources"]
     where = "" if inherited_shown else " (what npulaunch sets; the host's own environment is read there)"
     lines.append(f"environment, {len(env)} variable{'s' if len(env) != 1 else ''}{where}:")
     width = min(max((len(name) for name in env), default=0), 40)

@@ -140,3 +140,25 @@ def test_the_shipped_torch_example_trains_as_the_readme_says(tmp_path: Path) -> 
     assert result.stdout.count("first all-reduce 10 ok") == 4
     assert result.stdout.count("weights identical across 4 ranks: True") == 4
     assert "succeeded" in result.stderr + result.stdout
+
+
+def test_a_job_with_a_rank_table_gives_torch_npu_a_real_file_whose_rank_ids_are_the_ranks(
+    tmp_path: Path, marker: str
+) -> None:
+    """torch_npu's rank-table start-up reads RANK_TABLE_FILE only when it is not a symlink
+    (Ascend/pytorch @ 9e73e708 docs/zh/api/environment_variable/collective_communication/RANK_TABLE_FILE.md),
+    and needs its rank_id to be the c10d RANK (ProcessGroupHCCL.cpp L2756-2804)."""
+    config = write_job(
+        tmp_path,
+        marker,
+        f"  command: [{sys.executable}, {TORCH_RANK}]\n"
+        "hosts: [{host: localhost, devices: [1, 0], device_ips: [10.1.0.2, 10.1.0.1]}]\n",
+    )
+    result = run_cli("run", str(config), "--job-id", "table", timeout=120)
+    assert result.returncode == 0, result.stderr
+    for entry in rank_lines(result.stdout):
+        path = Path(entry["env"]["RANK_TABLE_FILE"])
+        assert path.is_file() and not path.is_symlink()
+        table = json.loads(path.read_text())
+        listed = {d["rank_id"]: d["device_id"] for s in table["server_list"] for d in s["device"]}
+        assert listed[str(entry["rank"])] == ["1", "0"][entry["rank"]]

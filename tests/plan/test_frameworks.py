@@ -181,6 +181,23 @@ def test_torch_restart_count_counts_npulaunchs_restarts() -> None:
         assert (spec.env["TORCHELASTIC_RESTART_COUNT"], spec.env["TORCHELASTIC_MAX_RESTARTS"]) == (count, "3")
 
 
+def test_torch_after_a_recovery_onto_a_spare_npu_local_rank_still_opens_each_ranks_own() -> None:
+    """NPU 1 fails, spare 4 takes rank 1's place: the visible list stays ascending (0,2,3,4) and rank
+    1's LOCAL_RANK is 4's index in it; the restart counts."""
+    from npulaunch.plan.placement import Exclusion
+
+    text = "framework: pytorch\n" + JOB + "hosts: [{host: localhost, devices: 4, spare_devices: [4]}]\n"
+    plan = build_plan(
+        config_of(text), "job-1", "uuid-1", LOCAL, attempt=2, exclusions=[Exclusion("localhost", 1, "NPU fault")]
+    )
+    assert [spec.device_id for spec in plan.ranks] == [0, 4, 2, 3]
+    visible = plan.ranks[0].env["ASCEND_RT_VISIBLE_DEVICES"]
+    assert visible == "0,2,3,4"
+    for spec in plan.ranks:
+        assert [0, 2, 3, 4][int(spec.env["LOCAL_RANK"])] == spec.device_id
+        assert spec.env["TORCHELASTIC_RESTART_COUNT"] == "1"
+
+
 def test_torch_gets_the_rank_table_when_the_job_has_one() -> None:
     """torch_npu's rank-table start-up: RANK_TABLE_FILE, whose rank_id is the c10d RANK
     (ProcessGroupHCCL.cpp L2756-2804), beside the TCPStore it still needs."""

@@ -79,13 +79,14 @@ def given(config: ClusterConfig, key: str) -> bool:
     return isinstance(value, dict) and key in value
 
 
-def framework_path(config: ClusterConfig) -> Tuple[str, ...]:
-    """Where the YAML names the framework, for problems that are the framework's choice."""
-    document = config.document
-    value = document.value if document is not None else None
-    if isinstance(value, dict) and isinstance(value.get("framework"), dict):
-        return ("framework", "name")
-    return ("framework",)
+def meeting_port_var(framework: str, mode: Optional[str] = None) -> str:
+    """The variable of the port a framework's processes meet at: MASTER_PORT (torch's TCPStore),
+    MS_SCHED_PORT (msrun's scheduler); "" when they meet at none."""
+    if framework == Framework.PYTORCH.value:
+        return "MASTER_PORT"
+    if framework == Framework.MINDSPORE.value and mode != "rank_table":
+        return "MS_SCHED_PORT"
+    return ""
 
 
 # settings of the TF Adapter's session: nothing reads them in a job of another framework

@@ -58,8 +58,9 @@ OWNED = tuple(v.name for v in VARIABLES if v.name not in ("MS_TOPO_TIMEOUT", "HC
 FOREIGN = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "POD_NAME")
 
 
-def _msrun(ctx_or_mode: str) -> bool:
-    return ctx_or_mode != StartMode.RANK_TABLE.value
+def _msrun(mode: str) -> bool:
+    """HostContext.mode: msrun's dynamic cluster unless the rank table's."""
+    return mode != StartMode.RANK_TABLE.value
 
 
 def refuse(config: "ClusterConfig") -> List["ConfigProblem"]:
