@@ -184,11 +184,15 @@ def _python_cause(cause: RootCause, tail: Sequence[str]) -> RootCause:
     if found is None:
         return cause
     line, frame = found
-    shown_once = all(text in tail for text in cause.excerpt if text.strip())
+    excerpt = list(cause.excerpt)
+    starts = [i for i, text in enumerate(excerpt) if strip_prefix(text).startswith("Traceback (most recent call last)")]
+    if starts:  # the traceback, not the log lines before it (a framework's warnings)
+        excerpt = excerpt[starts[-1] :]
+    shown_once = all(text in tail for text in excerpt if text.strip())
     return replace(
         cause,
         first_line=line + (f" (at {frame})" if frame else ""),
-        excerpt=() if shown_once else cause.excerpt,
+        excerpt=() if shown_once else tuple(excerpt),
     )
 
 
