@@ -2,7 +2,7 @@
 
     recovery:
       max_recoveries: 3               # faults the job continues past (separate from job.max_restarts)
-      checkpoint_dir: output/{device_id}/ckpt   # each rank's TF checkpoint directory: resumed from
+      checkpoint_dir: output/{device_id}/ckpt   # each rank's TF (or torch) checkpoint directory: resumed from
       shrink: {min_ranks: 4}          # without a spare, continue on fewer ranks, never fewer than this
 
 Part of the config layer: shapes, types and ranges only.

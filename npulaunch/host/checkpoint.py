@@ -1,7 +1,8 @@
-"""Resuming after a fault: find the newest complete TensorFlow (V2) checkpoint among the ranks'
-checkpoint directories and make every rank's directory hold it, so all ranks resume from one step.
-Reads TF's own files (the ``checkpoint`` state file, the tensor bundle's index table); standard
-library only, Python 3.7+. Never deletes or overwrites a file the training script wrote."""
+"""Resuming after a fault: find the newest complete checkpoint among the ranks' checkpoint directories
+and make every rank's directory hold it, so all ranks resume from one step. Two kinds: ``tf``, a
+TensorFlow V2 checkpoint (TF's own files: the ``checkpoint`` state file, the tensor bundle's index table:
+tfbundle.py), and ``torch``, one file torch.save wrote (torchckpt.py). Standard library only, Python
+3.7+. Never deletes or overwrites a file the training script wrote."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import socket
 import stat
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from npulaunch.host import torchckpt
 from npulaunch.host.errors import NpulaunchError
 from npulaunch.host.tfbundle import STATE_FILE, CheckpointState, checkpoint_step, inspect, load_state, render_state
 
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 PREVIOUS_STATE_FILE = "checkpoint.npulaunch-previous"
 RESUME_FOLDER = "npulaunch-resume-"  # + step: where a checkpoint goes when its names are taken
 TEMP_MARK = ".npulaunch-tmp-"  # our temporary files: "." + name + TEMP_MARK + host-pid
+KINDS = ("tf", "torch")  # a TensorFlow V2 checkpoint (a prefix's files), a torch.save file
 
 
 class ResumeError(NpulaunchError):
@@ -39,13 +42,15 @@ class ResumeError(NpulaunchError):
 
 @dataclass(frozen=True)
 class Found:
-    """The checkpoint to resume from (``prefix`` None: none anywhere) and what was passed over."""
+    """The checkpoint to resume from (``prefix`` None: none anywhere; of kind torch, the file) and what
+    was passed over."""
 
     prefix: Optional[str]
     step: Optional[int]
     directory: Optional[str]
     skipped: Tuple[Tuple[str, str], ...]  # (prefix, why) of newer ones that were damaged or partial
     unreadable: Tuple[Tuple[str, str], ...] = ()  # (state file, why) that could not be read
+    kind: str = "tf"  # one of KINDS
 
     def describe(self) -> str:
         """``skipped model.ckpt-300 in /x: <why>; resuming from model.ckpt-200 in /y``."""
@@ -67,9 +72,14 @@ def _newness(prefix: str) -> Tuple[int, float]:
     return (-1 if step is None else step, mtime)
 
 
-def newest_complete(directories: Sequence[str]) -> Found:
-    """Of every checkpoint the directories' state files list, the newest complete one (by step,
-    then by its index's modification time); the newer ones passed over are in ``skipped``."""
+def newest_complete(directories: Sequence[str], kind: str = "tf") -> Found:
+    """Of every checkpoint the directories hold, the newest complete one; the newer ones passed over
+    are in ``skipped``. ``tf``: those the state files list, by step, then by the index's modification
+    time. ``torch``: the checkpoint files (torchckpt.candidates), by torchckpt.newness."""
+    if kind == "torch":
+        return _newest_torch(directories)
+    if kind != "tf":
+        raise ValueError("checkpoint kind %r: one of %s" % (kind, ", ".join(KINDS)))
     candidates: Dict[str, Tuple[str, str]] = {}  # real path -> (prefix, directory)
     unreadable: List[Tuple[str, str]] = []
     for directory in directories:
@@ -89,12 +99,35 @@ def newest_complete(directories: Sequence[str]) -> Found:
     return Found(None, None, None, tuple(skipped), tuple(unreadable))
 
 
+def _newest_torch(directories: Sequence[str]) -> Found:
+    seen = set()  # (device, inode): one file seen through hard links or symbolic links once
+    candidates: List[Tuple[str, str]] = []  # (file, directory)
+    for directory in directories:
+        directory = os.path.abspath(directory)
+        for path in torchckpt.candidates(directory):
+            try:
+                there = os.stat(path)
+            except OSError:
+                continue
+            if (there.st_dev, there.st_ino) not in seen:
+                seen.add((there.st_dev, there.st_ino))
+                candidates.append((path, directory))
+    skipped: List[Tuple[str, str]] = []
+    for path, directory in sorted(candidates, key=lambda c: torchckpt.newness(c[0]), reverse=True):
+        verdict = torchckpt.inspect(path)
+        if verdict.complete:
+            return Found(path, verdict.step, directory, tuple(skipped), kind="torch")
+        skipped.append((path, verdict.why))
+    return Found(None, None, None, tuple(skipped), kind="torch")
+
+
 # --- placing it in a rank's directory
 
 
 @dataclass(frozen=True)
 class Placed:
-    """Where a directory's ranks resume from, and how many files were hard-linked or copied there."""
+    """Where a directory's ranks resume from (a prefix, or of kind torch a file), and how many files were
+    hard-linked or copied there."""
 
     prefix_in_directory: str
     linked: int
@@ -105,11 +138,13 @@ class Placed:
 def place(found: Found, directory: str) -> Placed:
     """Make ``directory`` hold ``found``'s checkpoint and its state file name it: the files are
     hard-linked (or copied) under temporary names, flushed and renamed into place, then the state file
-    is written, atomically. Creates ``directory``. Raises ResumeError."""
+    is written, atomically. Creates ``directory``. Raises ResumeError. Of kind torch: ``_place_torch``."""
     if found.prefix is None:
         raise ResumeError(directory, "there is no checkpoint to place")
     directory = os.path.abspath(directory)
     _make_folder(directory)
+    if found.kind == "torch":
+        return _place_torch(found.prefix, directory)
     state, _ = load_state(directory)
     if state is not None:
         current = inspect(state.model_checkpoint_path)
@@ -132,6 +167,27 @@ def place(found: Found, directory: str) -> Placed:
     return Placed(target, linked, copied, False)
 
 
+def _place_torch(source: str, directory: str) -> Placed:
+    """The file, under its own name, in ``directory`` (or in a resume folder of it when the name there
+    holds another file), copied, then renamed into place; a file there that is the same save
+    (torchckpt.same_save) is used as it is. Copied, never hard-linked: TF's savers write new files and
+    rename them, but torch.save writes into the name it is given, so ranks saving again under the name
+    they resumed from (``latest.pt``) would all write into one shared file at once."""
+    still = torchckpt.inspect(source, crc_budget_bytes=0)  # changed since it was found?
+    if not still.complete:
+        raise ResumeError(source, still.why)
+    name = os.path.basename(source)
+    step = torchckpt.file_step(name)
+    folder, todo = _choose_folder(directory, source, [source], torchckpt.same_save, step)
+    linked, copied = _bring(folder, todo, link=False)
+    target = os.path.join(folder, name)
+    if copied:  # a copy is checked as the file was
+        placed = torchckpt.inspect(target)
+        if not placed.complete:
+            raise ResumeError(target, "differs from %s: %s" % (source, placed.why))
+    return Placed(target, linked, copied, not todo)
+
+
 def _same(source: str, target: str) -> Optional[bool]:
     """None when ``target`` is absent, else whether it holds the same file (same inode, or same size)."""
     try:
@@ -144,16 +200,23 @@ def _same(source: str, target: str) -> Optional[bool]:
     return stat.S_ISREG(there.st_mode) and (os.path.samestat(here, there) or here.st_size == there.st_size)
 
 
-def _choose_folder(directory: str, prefix: str, files: Sequence[str]) -> Tuple[str, List[Tuple[str, str]]]:
+def _choose_folder(
+    directory: str,
+    prefix: str,
+    files: Sequence[str],
+    same: Callable[[str, str], Optional[bool]] = _same,
+    step: Optional[int] = None,
+) -> Tuple[str, List[Tuple[str, str]]]:
     """The folder to place in (``directory``, or a resume folder of it when a name there holds
-    something else) and the (source, target) files still to bring."""
-    step = checkpoint_step(prefix)
+    something else, as ``same`` judges) and the (source, target) files still to bring. ``step``: the
+    checkpoint's, for the resume folder's name (a TF prefix's when None)."""
+    step = checkpoint_step(prefix) if step is None else step
     name = RESUME_FOLDER + ("%d" % step if step is not None else os.path.basename(prefix))
     for attempt in range(100):
         folder = directory if attempt == 0 else os.path.join(directory, name + ("-%d" % attempt if attempt > 1 else ""))
         try:
             plan = [(path, os.path.join(folder, os.path.basename(path))) for path in files]
-            sameness = [_same(source, target) for source, target in plan]
+            sameness = [same(source, target) for source, target in plan]
         except OSError as exc:
             raise ResumeError(prefix, "cannot be read: %s" % (exc.strerror or exc)) from exc
         if False not in sameness:
@@ -172,9 +235,9 @@ def copy_file(source: str, target: str) -> None:
             os.fsync(there.fileno())
 
 
-def _bring(folder: str, todo: Sequence[Tuple[str, str]]) -> Tuple[int, int]:
-    """Hard-link (or copy) each file to a temporary name in ``folder``, flush, then rename them all
-    into place. On an error no temporary file is left, and no final name was taken."""
+def _bring(folder: str, todo: Sequence[Tuple[str, str]], link: bool = True) -> Tuple[int, int]:
+    """Hard-link (or copy; only copy without ``link``) each file to a temporary name in ``folder``, flush,
+    then rename them all into place. On an error no temporary file is left, and no final name was taken."""
     _make_folder(folder)
     staged: List[Tuple[str, str]] = []
     linked = copied = 0
@@ -183,15 +246,16 @@ def _bring(folder: str, todo: Sequence[Tuple[str, str]]) -> Tuple[int, int]:
         for source, target in todo:
             temp = _temp_name(target)
             staged.append((temp, target))
-            try:
-                os.link(source, temp)
-                linked += 1
-            except OSError as exc:  # EXDEV across file systems, EPERM where links are not allowed, ...
-                log.debug("cannot link %s (%s); copying it", source, exc)
-                copy_file(source, temp)
-                copied += 1
-                continue
-            _fsync(temp, os.O_RDONLY)
+            if link:
+                try:
+                    os.link(source, temp)
+                    linked += 1
+                    _fsync(temp, os.O_RDONLY)
+                    continue
+                except OSError as exc:  # EXDEV across file systems, EPERM where links are not allowed, ...
+                    log.debug("cannot link %s (%s); copying it", source, exc)
+            copy_file(source, temp)
+            copied += 1
         for temp, target in staged:
             if os.path.lexists(target):
                 raise ResumeError(target, "appeared while the checkpoint was being placed; left as it is")

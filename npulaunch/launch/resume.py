@@ -1,6 +1,7 @@
 """Resume: before an attempt after the first, every rank's checkpoint directory (``recovery.
-checkpoint_dir``, placeholders expanded per rank) is made to hold the newest *complete* TF checkpoint
-any rank wrote (host/checkpoint.py finds, checks and places it), and each rank is told where it is.
+checkpoint_dir``, placeholders expanded per rank) is made to hold the newest *complete* checkpoint any
+rank wrote (host/checkpoint.py finds, checks and places it), and each rank is told where it is: of a
+TensorFlow job a V2 checkpoint's prefix, of a PyTorch job the file torch.save wrote (host/torchckpt.py).
 
 Why the launcher does it: TF resumes from ``model_dir`` by itself (the Estimator restores the
 ``checkpoint`` state file's newest), but every rank restores from its *own* directory, and a rank moved
@@ -9,6 +10,10 @@ to another NPU has an empty one when the directory is keyed by device id, as Mod
 broadcasts only the trainable variables: hicann/tensorflow tf_adapter/python/npu_bridge/estimator/npu/
 npu_hook.py, NPUBroadcastGlobalVariablesHook). The directories must be on storage the launcher sees: a
 shared file system for a job on several hosts, as MindCluster's recovery also requires.
+
+A torch script resumes from what it is told (NPULAUNCH_RESUME_CHECKPOINT, NPULAUNCH_RESUME_STEP); the
+launcher's part is the same: the newest file every rank can load, in the rank's own directory. It suits
+checkpoints every rank can load alike (DDP's, saved by rank 0 or by every rank), not one shard a rank.
 """
 
 from __future__ import annotations
@@ -22,14 +27,15 @@ from npulaunch.plan.launchplan import LaunchPlan
 
 RESUME_CHECKPOINT_VAR = "NPULAUNCH_RESUME_CHECKPOINT"
 RESUME_STEP_VAR = "NPULAUNCH_RESUME_STEP"
+CHECKPOINT_KINDS = {"tensorflow": "tf", "pytorch": "torch"}  # plan.framework -> host/checkpoint.py's kind
 
 
 @dataclass(frozen=True)
 class Resumed:
     """What an attempt resumed from (summary.json's attempt entry)."""
 
-    step: Optional[int]  # None: no complete checkpoint anywhere, the ranks start from the beginning
-    checkpoint: Optional[str]  # the checkpoint it came from (a prefix)
+    step: Optional[int]  # None: none anywhere, or its name carries no step (a torch file's)
+    checkpoint: Optional[str]  # the checkpoint it came from (a prefix, a torch file); None: none anywhere
     skipped: Tuple[Tuple[str, str], ...] = ()  # newer checkpoints passed over: (prefix, why)
     placed: int = 0  # rank directories that did not hold it and were given it
     error: str = ""  # a directory that could not be given it (the attempt does not start)
@@ -44,12 +50,13 @@ class Resumed:
 
     def lines(self) -> List[str]:
         said = [f"skipped checkpoint {prefix}: {why}" for prefix, why in self.skipped]
-        if self.step is None:
+        if self.checkpoint is None:
             said.append("no complete checkpoint yet: every rank starts from the beginning")
         else:
             plural = "directory" if self.placed == 1 else "directories"
             given = f"; given to {self.placed} rank {plural} that lacked it" if self.placed else ""
-            said.append(f"every rank resumes from step {self.step} ({self.checkpoint}){given}")
+            step = f"step {self.step}" if self.step is not None else "a checkpoint whose name carries no step"
+            said.append(f"every rank resumes from {step} ({self.checkpoint}){given}")
         return said
 
 
@@ -75,15 +82,17 @@ def checkpoint_dirs(plan: LaunchPlan, template: str) -> Dict[int, str]:
 
 def resume(plan: LaunchPlan, earlier: Sequence[str]) -> Tuple[LaunchPlan, Resumed]:
     """The plan whose ranks resume from the newest complete checkpoint among ``earlier`` directories (the
-    previous attempts' ranks') and its own, placed in every rank's directory first."""
+    previous attempts' ranks') and its own, placed in every rank's directory first; of the kind the plan's
+    framework writes (CHECKPOINT_KINDS; another framework's plan has no checkpoint_dir: it is refused)."""
     from npulaunch.host.checkpoint import ResumeError, checkpoint_step, newest_complete, place, resume_variables
 
     template = plan.recovery.get("checkpoint_dir")
-    if not template:
+    kind = CHECKPOINT_KINDS.get(plan.framework)
+    if not template or kind is None:
         return plan, Resumed(None, None)
     dirs = checkpoint_dirs(plan, template)
     candidates = list(dict.fromkeys(list(earlier) + list(dirs.values())))
-    found = newest_complete([d for d in candidates if os.path.isdir(d)])
+    found = newest_complete([d for d in candidates if os.path.isdir(d)], kind)
     skipped = tuple((str(prefix), str(why)) for prefix, why in found.skipped)
     if found.prefix is None:
         return plan, Resumed(None, None, skipped)
@@ -96,7 +105,7 @@ def resume(plan: LaunchPlan, earlier: Sequence[str]) -> Tuple[LaunchPlan, Resume
             except (ResumeError, OSError) as exc:  # ResumeError's message names the directory
                 return plan, Resumed(found.step, found.prefix, skipped, error=str(exc))
         prefix = placed_in[directory].prefix_in_directory
-        variables[rank] = resume_variables(prefix, checkpoint_step(prefix))
+        variables[rank] = resume_variables(prefix, checkpoint_step(prefix) if kind == "tf" else found.step)
     given = sum(1 for p in placed_in.values() if not p.unchanged)
     return with_rank_env(plan, variables), Resumed(found.step, found.prefix, skipped, given)
 

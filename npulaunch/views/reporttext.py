@@ -4,6 +4,7 @@ rendered from a JobSummary. Pure rendering; what the report says is decided in d
 
 from __future__ import annotations
 
+import os
 from typing import List, Sequence
 
 from npulaunch.diagnose.rootcause import RootCause, rank_ranges, ranks_word
@@ -46,8 +47,13 @@ def attempt_lines(attempts: Sequence[AttemptRecord]) -> List[str]:
         head = f"{a.attempt}: {a.status.value}{why}" + (f" on {where}" if where else "")
         resumed = a.resumed or {}
         if a.attempt > 1 and resumed:
-            step = resumed.get("step")
-            head += "; started from the beginning" if step is None else f"; resumed from step {step}"
+            step, checkpoint = resumed.get("step"), resumed.get("checkpoint")
+            if step is not None:
+                head += f"; resumed from step {step}"
+            else:  # a torch file's name may carry no step
+                head += (
+                    f"; resumed from {os.path.basename(checkpoint)}" if checkpoint else "; started from the beginning"
+                )
         if a.last_step is not None:
             head += f"; reached step {a.last_step}"
         if a.steps_lost is not None:

@@ -89,6 +89,8 @@ def meeting_port_var(framework: str, mode: Optional[str] = None) -> str:
     return ""
 
 
+# the frameworks whose checkpoints recovery.checkpoint_dir finds and places (launch/resume.py)
+CHECKPOINT_FRAMEWORKS = ("tensorflow", "pytorch")
 # settings of the TF Adapter's session: nothing reads them in a job of another framework
 TF_ONLY = ("session_options", "session_injection", "session_precedence", "cpu_fallback", "data_preprocess")
 
@@ -106,14 +108,16 @@ def refuse_tf_settings(config: "ClusterConfig", name: str, reader: str) -> List[
                     f"{reader} never reads it: set the framework's own options in the script or in env",
                 )
             )
-    if config.recovery.checkpoint_dir is not None:
+    if config.recovery.checkpoint_dir is not None and name not in CHECKPOINT_FRAMEWORKS:
         problems.append(
             config.problem(
                 ("recovery", "checkpoint_dir"),
                 f"checkpoint_dir with framework: {name}",
-                "no checkpoint_dir (npulaunch finds and places TensorFlow checkpoints only)",
+                "no checkpoint_dir (npulaunch finds and places the checkpoints of framework: "
+                + " and ".join(CHECKPOINT_FRAMEWORKS)
+                + ": TensorFlow's, and the files torch.save writes)",
                 "recovery itself works: the script resumes from its own checkpoints, and "
-                "NPULAUNCH_RESTART_COUNT (TORCHELASTIC_RESTART_COUNT for pytorch) says it was restarted",
+                "NPULAUNCH_RESTART_COUNT says it was restarted",
             )
         )
     if config.rank_table is RankTableMode.CM:
