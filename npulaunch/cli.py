@@ -9,13 +9,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Union
 
-from npulaunch.cliargs import build_parser, node_flag_problems, parse_devices, split_script
-from npulaunch.host.errors import ConfigError, ConfigProblem, NpulaunchError, UsageError
+from npulaunch.cliargs import build_parser, overrides_from, parse_devices, split_script
+from npulaunch.host.errors import NpulaunchError, UsageError
 
 if TYPE_CHECKING:  # the commands import what they use, so that --help stays fast
-    from npulaunch.config.overrides import Overrides
     from npulaunch.plan.launchplan import LaunchPlan
     from npulaunch.plan.prepare import Loaded
     from npulaunch.views.console import Console
@@ -23,69 +22,12 @@ if TYPE_CHECKING:  # the commands import what they use, so that --help stays fas
 EXIT_USAGE = 2
 
 
-def _overrides(args: argparse.Namespace, command: Optional[List[str]]) -> "Overrides":
-    from npulaunch.config.cluster import ConsoleMode, RankTableMode
-    from npulaunch.config.overrides import Overrides
-
-    problems = []
-    if args.nproc_per_node is not None and not 1 <= args.nproc_per_node <= 64:
-        problems.append(
-            ConfigProblem("command line", None, "--nproc-per-node", str(args.nproc_per_node), "an integer from 1 to 64")
-        )
-    if args.grace_period is not None and not 0 <= args.grace_period <= 3600:
-        problems.append(
-            ConfigProblem("command line", None, "--grace-period", str(args.grace_period), "seconds from 0 to 3600")
-        )
-    if args.max_restarts is not None and not 0 <= args.max_restarts <= 100:
-        problems.append(
-            ConfigProblem("command line", None, "--max-restarts", str(args.max_restarts), "an integer from 0 to 100")
-        )
-    if args.hang_timeout is not None and not 0 <= args.hang_timeout < float("inf"):  # nan fails both
-        problems.append(
-            ConfigProblem(
-                "command line",
-                None,
-                "--hang-timeout",
-                str(args.hang_timeout),
-                "a finite number of seconds >= 0 (0 turns the watchdog off)",
-            )
-        )
-    if args.nproc_per_node is not None and args.devices is not None:
-        problems.append(
-            ConfigProblem("command line", None, "--devices", "both --devices and --nproc-per-node", "one of them")
-        )
-    if command is not None and not command:
-        problems.append(ConfigProblem("command line", None, "--", "nothing after '--'", "the command to run"))
-    problems += node_flag_problems(args)
-    if problems:
-        raise ConfigError(problems)
-    return Overrides(
-        command=tuple(command) if command else None,
-        nproc_per_node=args.nproc_per_node,
-        devices=parse_devices(args.devices) if args.devices is not None else None,
-        log_dir=args.log_dir,
-        job_id=args.job_id,
-        grace_period_s=args.grace_period,
-        console=ConsoleMode(args.console) if args.console else None,
-        rank_table=RankTableMode(args.rank_table) if args.rank_table else None,
-        hang_timeout_s=args.hang_timeout,
-        max_restarts=args.max_restarts,
-        cpu_binding=args.cpu_binding,
-        framework=args.framework,
-        master_addr=args.master_addr,
-        master_port=args.master_port,
-        nnodes=args.nnodes,
-        node_rank=args.node_rank,
-        script=getattr(args, "script", None),
-    )
-
-
 def _load(
     args: argparse.Namespace, command: Optional[List[str]], rank_mode: bool = False, starting: bool = False
 ) -> "Loaded":
     from npulaunch.plan.prepare import load
 
-    return load(args.config, _overrides(args, command), args.scheduler, rank_mode, starting)
+    return load(args.config, overrides_from(args, command), args.scheduler, rank_mode, starting)
 
 
 def _prepare(args: argparse.Namespace, command: Optional[List[str]]) -> "LaunchPlan":
@@ -201,8 +143,9 @@ def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 def _phase_spinner() -> Callable[[Optional[str]], None]:
     """What happens before the ranks start, as a spinner on the terminal (rich, imported here)."""
     from rich.console import Console as RichConsole
+    from rich.status import Status
 
-    shown: List[Any] = []
+    shown: List[Status] = []
 
     def phase(text: Optional[str]) -> None:
         while shown:

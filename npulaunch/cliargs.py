@@ -1,14 +1,18 @@
 """The command line's arguments: ``build_parser`` (every command, its flags and their help) and
-the parsing of the flags' own values. The commands themselves are cli.py's.
+the parsing of the flags' own values, up to the YAML's ``Overrides``. The commands themselves are
+cli.py's.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, List, Optional, Set, Tuple
 
 from npulaunch import __version__
 from npulaunch.host.errors import ConfigError, ConfigProblem
+
+if TYPE_CHECKING:
+    from npulaunch.config.overrides import Overrides
 
 DESCRIPTION = """\
 Launch distributed TensorFlow training on Ascend NPUs: one process per NPU ("rank"),
@@ -340,3 +344,62 @@ def node_flag_problems(args: argparse.Namespace) -> List[ConfigProblem]:
                 "a YAML lists its hosts (npulaunch reaches them over SSH, or reads a scheduler's)",
             )
     return problems
+
+
+def overrides_from(args: argparse.Namespace, command: Optional[List[str]]) -> "Overrides":
+    """The flags a job's commands share (and the command after ``--``) as ``Overrides`` of the YAML;
+    ConfigError naming every flag whose value is out of its range, or that contradicts another."""
+    from npulaunch.config.cluster import ConsoleMode, RankTableMode
+    from npulaunch.config.overrides import Overrides
+
+    problems = []
+    if args.nproc_per_node is not None and not 1 <= args.nproc_per_node <= 64:
+        problems.append(
+            ConfigProblem("command line", None, "--nproc-per-node", str(args.nproc_per_node), "an integer from 1 to 64")
+        )
+    if args.grace_period is not None and not 0 <= args.grace_period <= 3600:
+        problems.append(
+            ConfigProblem("command line", None, "--grace-period", str(args.grace_period), "seconds from 0 to 3600")
+        )
+    if args.max_restarts is not None and not 0 <= args.max_restarts <= 100:
+        problems.append(
+            ConfigProblem("command line", None, "--max-restarts", str(args.max_restarts), "an integer from 0 to 100")
+        )
+    if args.hang_timeout is not None and not 0 <= args.hang_timeout < float("inf"):  # nan fails both
+        problems.append(
+            ConfigProblem(
+                "command line",
+                None,
+                "--hang-timeout",
+                str(args.hang_timeout),
+                "a finite number of seconds >= 0 (0 turns the watchdog off)",
+            )
+        )
+    if args.nproc_per_node is not None and args.devices is not None:
+        problems.append(
+            ConfigProblem("command line", None, "--devices", "both --devices and --nproc-per-node", "one of them")
+        )
+    if command is not None and not command:
+        problems.append(ConfigProblem("command line", None, "--", "nothing after '--'", "the command to run"))
+    problems += node_flag_problems(args)
+    if problems:
+        raise ConfigError(problems)
+    return Overrides(
+        command=tuple(command) if command else None,
+        nproc_per_node=args.nproc_per_node,
+        devices=parse_devices(args.devices) if args.devices is not None else None,
+        log_dir=args.log_dir,
+        job_id=args.job_id,
+        grace_period_s=args.grace_period,
+        console=ConsoleMode(args.console) if args.console else None,
+        rank_table=RankTableMode(args.rank_table) if args.rank_table else None,
+        hang_timeout_s=args.hang_timeout,
+        max_restarts=args.max_restarts,
+        cpu_binding=args.cpu_binding,
+        framework=args.framework,
+        master_addr=args.master_addr,
+        master_port=args.master_port,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        script=getattr(args, "script", None),
+    )

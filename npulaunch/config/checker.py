@@ -1,15 +1,27 @@
 """Validation helpers of the config layer: collect every located problem (and warning) of one
-YAML document, describe found values, suggest the nearest valid name. No schema here.
+YAML document, describe found values, suggest the nearest valid name; ``ValueProblem``, what a check
+of one value raises before the caller locates it. No schema here.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from npulaunch.host.errors import ConfigProblem, YamlPath, render_path
 
 if TYPE_CHECKING:
     from npulaunch.config.yamlsource import YamlDocument
+
+E = TypeVar("E", bound=Enum)
+
+
+class ValueProblem(Exception):
+    """A value does not fit; ``found`` and ``allowed`` are for the message, ``key`` a sub-path."""
+
+    def __init__(self, found: str, allowed: str, hint: str = "", key: Tuple[Union[str, int], ...] = ()) -> None:
+        super().__init__(f"{found}; allowed: {allowed}")
+        self.found, self.allowed, self.hint, self.key = found, allowed, hint, key
 
 
 def describe(value: Any) -> str:
@@ -79,7 +91,8 @@ class Checker:
         self.add(path, describe(value), allowed, hint)
         return None
 
-    def choice(self, value: Any, path: YamlPath, enum: Any) -> Any:
+    def choice(self, value: Any, path: YamlPath, enum: Type[E]) -> Optional[E]:
+        """The member of a str-valued ``enum`` named by ``value``; else a problem and None."""
         choices = [m.value for m in enum]
         if isinstance(value, str) and value in choices:
             return enum(value)

@@ -202,7 +202,7 @@ def _with_devices(host: HostConfig, devices: Tuple[int, ...]) -> HostConfig:
 
 def _check_command(command: Tuple[str, ...]) -> None:
     """A command given after '--' may use the per-rank placeholders, and only those."""
-    from npulaunch.config.values import placeholder_problem
+    from npulaunch.config.placeholders import placeholder_problem
 
     problems = [placeholder_problem(arg) for arg in command]
     found = [ConfigProblem("command line", None, "command", p.found, p.allowed, p.hint) for p in problems if p]
@@ -214,8 +214,8 @@ def _binding(text: str) -> "Binding":
     """``--cpu-binding``: a mode, or a mapping as JSON (``{"0": "0-23"}``) or ``0=0-23;1=24-47``."""
     import json
 
+    from npulaunch.config.checker import ValueProblem
     from npulaunch.config.sections import binding_from_value
-    from npulaunch.config.values import ValueProblem
 
     value: Any = text.strip()
     try:

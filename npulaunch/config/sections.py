@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from npulaunch.config.checker import Checker, describe, did_you_mean
+from npulaunch.config.checker import Checker, ValueProblem, describe, did_you_mean
 from npulaunch.config.cluster import ALL_DEVICES, MAX_DEVICE_ID, Devices, HostConfig
 from npulaunch.host.errors import YamlPath
 from npulaunch.host.lazyre import lazy_re
@@ -58,7 +58,7 @@ def env_problems(yaml_env: Mapping[str, Optional[str]]) -> List[Tuple[str, str, 
 
 def parse_env(check: Checker, value: Any) -> Dict[str, Optional[str]]:
     from npulaunch.config.catalog.envvars import ENV_VARS
-    from npulaunch.config.values import ValueProblem, check_env_value
+    from npulaunch.config.values import check_env_value
 
     if value is None:
         return {}
@@ -109,7 +109,7 @@ def parse_env(check: Checker, value: Any) -> Dict[str, Optional[str]]:
 def parse_session_options(check: Checker, value: Any) -> Dict[str, Any]:
     """Each option checked against the catalog and rendered to its CANN value (.b/.i/.s)."""
     from npulaunch.config.catalog.options import OPTIONS
-    from npulaunch.config.values import ValueProblem, check_option
+    from npulaunch.config.values import check_option
 
     if value is None:
         return {}
@@ -310,7 +310,7 @@ def check_super_pods(check: Checker, hosts: Tuple[HostConfig, ...], product: Opt
 
 def check_rank_text(check: Checker, text: str, path: YamlPath) -> None:
     """Placeholders in a command argument, job.workdir, an env value or a make_dirs entry must be known."""
-    from npulaunch.config.values import placeholder_problem
+    from npulaunch.config.placeholders import placeholder_problem
 
     problem = placeholder_problem(text)
     if problem is not None:
@@ -335,7 +335,6 @@ BINDING_ALLOWED = 'none, blocks, auto, or a mapping of device ids to CPU lists (
 def binding_from_value(value: Any) -> Binding:
     """``job.cpu_binding`` (or ``--cpu-binding``) as a Binding; ValueProblem (``key``: the device
     whose CPU list is wrong) when it is none of the forms."""
-    from npulaunch.config.values import ValueProblem
 
     if value is False or value is None:  # YAML reads "off" / "no" as false
         return Binding("none")
@@ -369,7 +368,6 @@ def binding_from_value(value: Any) -> Binding:
 
 
 def parse_cpu_binding(check: Checker, value: Any, path: YamlPath) -> Binding:
-    from npulaunch.config.values import ValueProblem
 
     try:
         return binding_from_value(value)

@@ -11,8 +11,10 @@ from dataclasses import replace
 from typing import Optional, Sequence, Tuple
 
 from npulaunch.diagnose import rootcause
-from npulaunch.diagnose.rootcause import HOST_LOST, NPU_FAULT, RootCause
-from npulaunch.diagnose.summary import FailureReport, JobInfo, JobStatus, JobSummary, RankSummary
+from npulaunch.diagnose.cause import RootCause
+from npulaunch.diagnose.failure import FailureReport
+from npulaunch.diagnose.hardware import HOST_LOST, NPU_FAULT
+from npulaunch.diagnose.summary import JobInfo, JobStatus, JobSummary, RankSummary
 from npulaunch.host.cann.shapes import strip_prefix
 from npulaunch.host.errorfile import raised_text, written_at
 from npulaunch.host.events import Event

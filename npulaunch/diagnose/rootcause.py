@@ -1,69 +1,27 @@
 """Pick the root cause of a failed job from what every rank reported: the earliest *cause*, never
 the ranks that only timed out waiting for it (their symptoms are ranked after any cause, even
-when printed first on a faster host). Pure: events and results in, a RootCause out.
+when printed first on a faster host). Pure: events and results in, a RootCause out (diagnose/cause.py);
+a fault of the hardware is diagnose/hardware.py's.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
+from npulaunch.diagnose.cause import (
+    RootCause,
+    clock_text,
+    first_findings,
+    rank_groups,
+    ranked_findings,
+    ranks_word,
+)
+from npulaunch.diagnose.hardware import hardware_cause
 from npulaunch.host.cann.codes import CAUSE, SYMPTOM, specificity
 from npulaunch.host.cann.findings import GENERIC_PHRASES
 from npulaunch.host.errorfile import written_at
 from npulaunch.host.events import Event, EventKind, signature_label
-from npulaunch.host.ranges import ranges
 from npulaunch.host.records import RankResult, RankState
-from npulaunch.host.spec import HELPER_RANK, process_name
-
-
-@dataclass(frozen=True)
-class RankGroup:
-    """Other ranks that ended the same way, e.g. ranks 0-2: ``EI0002, waiting on rank 5``."""
-
-    ranks: Tuple[int, ...]
-    what: str
-
-
-@dataclass(frozen=True)
-class RootCause:
-    rank: int
-    host: str
-    device_id: int
-    cls: str  # failure class: device_kernel_fault, hccl_exec_timeout, exit, signal, hang, ...
-    code: str  # CANN error code, or "exit 3" / "SIGSEGV" / ""
-    time: Optional[float]
-    time_source: str  # "plog timestamp", "read time", "exit"
-    first_line: str
-    excerpt: Tuple[str, ...]
-    hint: str
-    retryable: bool
-    why: str
-    others: Tuple[RankGroup, ...] = ()
-    kind: str = CAUSE  # CAUSE, or SYMPTOM when no rank reported a cause
-    codes: Tuple[str, ...] = ()  # the other codes of the message
-    detail: str = ""  # what the message says beyond its code: the call, the operator, the device, the reason
-    retryable_why: str = ""  # where Huawei's text says a retry helps
-    code_info: Optional[Dict[str, Any]] = None  # the catalog's facts of the code (host/cann/codes.py summary)
-    # what the rank raised, from its error file (host/errorfile.py: exception, message, where, traceback, ...)
-    raised: Optional[Dict[str, Any]] = None
-
-    @property
-    def label(self) -> str:
-        return failure_label(self.code, self.cls)
-
-
-def failure_label(code: str, cls: str) -> str:
-    """How a failure is named in one word: its code (``EZ9999``, ``SIGSEGV``, ``exit 3``), else its
-    class (``hang``)."""
-    return code or cls
-
-
-def _clock_text(epoch: Optional[float]) -> str:
-    if epoch is None:
-        return "?"
-    return time.strftime("%H:%M:%S", time.localtime(epoch)) + ("%.3f" % (epoch % 1))[1:]
 
 
 def _exit_text(result: RankResult) -> str:
@@ -81,144 +39,11 @@ def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[Roo
     return hardware or software
 
 
-NPU_FAULT = "npu_fault"  # the failure class of a fault the NPU health watch saw (host/health/watch.py)
-HOST_LOST = "host_lost"  # a host whose agent went away (SSH connection closed, host unreachable)
-
-
-def hardware_cause(
-    results: Sequence[RankResult], events: Sequence[Event], software: Optional[RootCause]
-) -> Optional[RootCause]:
-    """The earliest fault of the hardware, when it is the root cause: an NPU_HEALTH event whose action is
-    "reschedule" on an NPU the job uses, or a lost agent (AGENT_LOST). It is, when it happened before the
-    first failure the ranks reported (or there is none), or when it struck that failure's rank: its NPU
-    (same host and device) or its host. A rank failing on a faulty NPU failed because of the NPU."""
-    faults = [e for e in events if _is_hardware(e)]
-    if not faults:
-        return None
-    by_rank = {r.rank: r for r in results}
-    chosen = None
-    for event in sorted(faults, key=lambda e: e.time):
-        symptom = software is not None and software.kind == SYMPTOM  # a symptom ranks after any cause
-        if software is None or software.time is None or symptom or event.time <= software.time:
-            chosen = event
-            break
-        if _struck(event, software):
-            chosen = event
-            break
-    if chosen is None:
-        return None
-    ranks = [r for r in _ranks_of(chosen, results) if r in by_rank]
-    rank = ranks[0] if ranks else min(by_rank) if by_rank else 0
-    result = by_rank.get(rank)
-    why = "a hardware fault"
-    if software is not None:
-        why += (
-            f" struck rank {software.rank}, the first to fail ({software.label})"
-            if _struck(chosen, software)
-            else f" came before the first failure the ranks reported (rank {software.rank}, {software.label})"
-        )
-    others = _others(results, _first_findings(events), rank)
-    if chosen.kind is EventKind.AGENT_LOST:
-        status = chosen.data.get("exit_status")
-        line = f"lost the agent on {chosen.host}" + (f" (exit status {status})" if status is not None else "")
-        if chosen.data.get("why"):
-            line += f": {chosen.data['why']}"
-        return RootCause(
-            rank,
-            chosen.host,
-            result.device_id if result else -1,
-            HOST_LOST,
-            "",
-            chosen.time,
-            "launcher",
-            line,
-            (line,),
-            "the host, its network or its SSH connection went away; with spares npulaunch continues without it",
-            False,
-            why + f" ({line} at {_clock_text(chosen.time)})",
-            others,
-        )
-    data = chosen.data
-    codes = tuple(str(c) for c in data.get("codes") or ())
-    levels = data.get("levels") or {}
-    level = str(data.get("level") or "")
-    code = next((c for c in codes if levels.get(c) == level), codes[0] if codes else "")
-    line = f"npu-smi: {chosen.host} NPU {data.get('device')}: health {data.get('health')}"
-    if codes:
-        line += f", error codes {' '.join(codes)}"
-    if data.get("nic") == "DOWN":
-        line += ", NIC link DOWN"
-    detail = str(data.get("info") or "")
-    return RootCause(
-        rank,
-        chosen.host,
-        int(data.get("device", result.device_id if result else -1)),
-        NPU_FAULT,
-        code,
-        chosen.time,
-        "health watch",
-        line,
-        (line,),
-        "the NPU reported a fault that MindCluster handles by isolating the chip and rescheduling the job; "
-        "with spare NPUs or hosts npulaunch does the same (recovery)",
-        False,
-        why + f" ({line} at {_clock_text(chosen.time)})",
-        others,
-        codes=tuple(c for c in codes if c != code),
-        detail=detail,
-        code_info=_fault_info(code, level),
-    )
-
-
-def _fault_info(code: str, level: str) -> Dict[str, Any]:
-    """The catalog's facts of a fault code (MindCluster's level first: what the watch judged by)."""
-    from npulaunch.host.cann.lookup import describe
-
-    info = describe(code) if code else None
-    facts: Dict[str, Any] = info.summary() if info is not None else {"family": "fault", "known": False}
-    facts["level"] = level or facts.get("level")
-    return facts
-
-
-def _findings(events: Sequence[Event]) -> List[Event]:
-    """The signature matches, earliest line first."""
-    return sorted(
-        (e for e in events if e.kind is EventKind.SIGNATURE_MATCHED), key=lambda e: e.data.get("line_time", e.time)
-    )
-
-
-def _first_findings(events: Sequence[Event], ranked: Optional[List[Event]] = None) -> Dict[int, Event]:
-    """Each rank's first finding."""
-    first: Dict[int, Event] = {}
-    for matched in _findings(events) if ranked is None else ranked:
-        first.setdefault(matched.rank if matched.rank is not None else -1, matched)
-    return first
-
-
-def _is_hardware(event: Event) -> bool:
-    if event.kind is EventKind.AGENT_LOST:
-        return True
-    return event.kind is EventKind.NPU_HEALTH and event.data.get("action") == "reschedule"
-
-
-def _struck(event: Event, cause: RootCause) -> bool:
-    if event.host != cause.host:
-        return False
-    return event.kind is EventKind.AGENT_LOST or event.data.get("device") == cause.device_id
-
-
-def _ranks_of(event: Event, results: Sequence[RankResult]) -> List[int]:
-    if event.kind is EventKind.NPU_HEALTH and event.data.get("ranks"):
-        return sorted(int(r) for r in event.data["ranks"])
-    device = event.data.get("device") if event.kind is EventKind.NPU_HEALTH else None
-    return sorted(r.rank for r in results if r.host == event.host and (device is None or r.device_id == device))
-
-
 def _software_cause(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[RootCause]:
     """The root cause among what the ranks printed and how they ended."""
     by_rank = {r.rank: r for r in results}
-    ranked = _findings(events)
-    first = _first_findings(events, ranked)
+    ranked = ranked_findings(events)
+    first = first_findings(events, ranked)
     candidates: List[Tuple[float, int, Optional[Event]]] = []  # (time, rank, its first cause or None)
     for rank, matched in first.items():
         if matched.data.get("signature_kind") == CAUSE:
@@ -270,8 +95,8 @@ def _software_cause(results: Sequence[RankResult], events: Sequence[Event]) -> O
             (),
             "see the rank's log",
             False,
-            why + f" (rank {rank} {_exit_text(result)} at {_clock_text(result.end_time)})",
-            _others(results, first, rank),
+            why + f" (rank {rank} {_exit_text(result)} at {clock_text(result.end_time)})",
+            rank_groups(results, first, rank),
         )
     better = same_failure(event, [e for e in ranked if e.rank == event.rank], _said)
     if better is not event:
@@ -298,8 +123,8 @@ def _software_cause(results: Sequence[RankResult], events: Sequence[Event]) -> O
         data["hint"],
         bool(data.get("retryable")),
         why + f" (rank {rank}: {signature_label(data)} at "
-        f"{_clock_text(data['line_time'])}, {data['line_time_source']}, in {data['source']})",
-        _others(results, first, rank),
+        f"{clock_text(data['line_time'])}, {data['line_time_source']}, in {data['source']})",
+        rank_groups(results, first, rank),
         kind=str(data.get("signature_kind") or CAUSE),
         codes=tuple(data.get("codes") or ()),
         detail=str(data.get("detail") or ""),
@@ -373,40 +198,5 @@ def _hang_cause(by_rank: Dict[int, RankResult], hang: Event, first: Dict[int, Ev
         "monitor.hang_timeout_s sets the limit",
         False,
         why,
-        _others(list(by_rank.values()), first, rank),
+        rank_groups(list(by_rank.values()), first, rank),
     )
-
-
-def _others(results: Sequence[RankResult], first: Dict[int, Event], root: int) -> Tuple[RankGroup, ...]:
-    groups: Dict[str, List[int]] = {}
-    for result in results:
-        if result.rank == root:
-            continue
-        event = first.get(result.rank)
-        raised = str((result.raised or {}).get("exception") or "")
-        if event is not None and event.data.get("signature_kind") == SYMPTOM:
-            what = f"{signature_label(event.data)}, waiting on rank {root}"
-        elif raised and (event is None or event.data.get("signature") == "python-traceback"):
-            what = f"raised {raised}"
-        elif event is not None:
-            what = f"{signature_label(event.data)} ({event.data['cls']})"
-        elif result.state is RankState.STOPPED:
-            what = "stopped by npulaunch"
-        else:
-            what = result.state.value
-        groups.setdefault(what, []).append(result.rank)
-    return tuple(RankGroup(tuple(ranks), what) for what, ranks in sorted(groups.items(), key=lambda g: g[1][0]))
-
-
-def ranks_word(ranks: Sequence[int]) -> str:
-    """``rank 3`` or ``ranks 0-2, 5`` (and ``the scheduler``, a framework's process that is no rank)."""
-    real = [rank for rank in ranks if rank != HELPER_RANK]
-    words = [f"rank {real[0]}" if len(real) == 1 else f"ranks {rank_ranges(real)}"] if real else []
-    if len(real) < len(ranks):
-        words.append(process_name(HELPER_RANK))
-    return " and ".join(words)
-
-
-def rank_ranges(ranks: Sequence[int]) -> str:
-    """``[0, 1, 2, 5, 7, 8]`` -> ``0-2, 5, 7-8``."""
-    return ranges(ranks)

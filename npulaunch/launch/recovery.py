@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from npulaunch.diagnose.rootcause import HOST_LOST, NPU_FAULT, RootCause
+from npulaunch.diagnose.cause import RootCause
+from npulaunch.diagnose.hardware import HOST_LOST, NPU_FAULT
 from npulaunch.host.cann.knowledge import DEVICE_FAULT_CLASSES
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.health import judge

@@ -62,7 +62,7 @@ class Resumed:
 
 def checkpoint_dirs(plan: LaunchPlan, template: str) -> Dict[int, str]:
     """Each rank's checkpoint directory: ``template`` with the rank's placeholders, relative to its workdir."""
-    from npulaunch.config.values import expand_placeholders
+    from npulaunch.config.placeholders import expand_placeholders
 
     found = {}
     for spec in plan.ranks:

@@ -13,8 +13,8 @@ import time
 from dataclasses import replace
 from typing import IO, List, Mapping, Optional, Set, Tuple
 
+from npulaunch.diagnose.cause import ranks_word
 from npulaunch.diagnose.report import build_report, describe_exit, python_exception
-from npulaunch.diagnose.rootcause import ranks_word
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S
 from npulaunch.host.errors import PlanError

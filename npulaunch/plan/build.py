@@ -22,13 +22,14 @@ from npulaunch.host.errors import ConfigError, ConfigProblem
 from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, RankSpec
 from npulaunch.host.topology import BindingError, HostCpus, plan_cpus, read_host_cpus
 from npulaunch.plan.frameworks import contract_of
-from npulaunch.plan.hosts import check_device_groups, decide_rank_table, map_devices, resolve_devices, resolve_ips
+from npulaunch.plan.hosts import check_device_groups, map_devices, resolve_devices, resolve_ips
 from npulaunch.plan.launchplan import Discovery, HostDevices, LaunchPlan
 from npulaunch.plan.layout import JobLayout
 from npulaunch.plan.placement import Arrangement, Exclusion, arrange, needs_arranging
 from npulaunch.plan.rankenv import Meeting
 from npulaunch.plan.rankfree import CM_VARIABLES, ClusterInfo, cm_env_problems, decide_cluster_info
 from npulaunch.plan.rankspecs import HostSlot, RankJob, job_specs, shared_options
+from npulaunch.plan.tabledecision import decide_rank_table
 
 
 def build_plan(

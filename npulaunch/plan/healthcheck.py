@@ -1,7 +1,7 @@
 """Judging every host's NPU health facts (host/health/gather.py gathers them in the preflight probe)
 together, before anything starts: chip health, devices another process holds, each NPU NIC (link, net
-health, address against the rank table's device_ip, /etc/hccn.conf), TLS the same on every NPU, CANN
-toolkit / driver / firmware versions the same on every host, and the host side of HCCL (HCCL_IF_IP,
+health, address against the rank table's device_ip, /etc/hccn.conf), TLS the same on every NPU and the
+same versions on every host (plan/crosshost.py), and the host side of HCCL (HCCL_IF_IP,
 HCCL_SOCKET_IFNAME, its ports). Subnets, detect addresses and pings are plan/netcheck.py's.
 
 Severity: what makes HCCL fail is fatal; the NPU NIC carries HCCL's traffic only between hosts (one
@@ -12,13 +12,13 @@ checked", never passed. Pure functions of the answers.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, HostConfig, RankTableMode
 from npulaunch.host.health.judge import is_fatal, judge_chip, split_codes
 from npulaunch.host.health.parse import NET_HEALTH_BAD, NET_HEALTH_GOOD
+from npulaunch.plan.crosshost import tls_findings, version_findings
 from npulaunch.plan.findings import Finding, Severity, compact
 from npulaunch.plan.netcheck import host_nics, subnet_findings
 
@@ -334,88 +334,3 @@ def _skipped(host: str, health: Mapping[str, Any]) -> List[Finding]:
         devices = () if device is None else (int(device),)
         found.append(Finding(check, Severity.NOT_CHECKED, host, f"{label}: {why}", devices=devices))
     return found
-
-
-def tls_findings(config: ClusterConfig, answers: Mapping[str, Mapping[str, Any]], multi: bool) -> List[Finding]:
-    """TLS on for some NPUs of the job and off for others: their links time out (EI0006), or HCCL refuses
-    (EI0016, root-info mode, Ascend HDK 25.2.0+) (hicann/hccl docs/zh/user_guide/fault_diagnosis/
-    param_link_stage.md and cluster_info_verify_fail.md @ 09300b7)."""
-    values: List[Tuple[str, int, int]] = []
-    for host in config.hosts:
-        nics = ((answers.get(host.host) or {}).get("health") or {}).get("nics") or {}
-        values += [(host.host, int(d), nic["tls"]) for d, nic in nics.items() if nic.get("tls") is not None]
-    counts = Counter(value for _, _, value in values)
-    if len(counts) < 2:
-        return []
-    usual = max(counts, key=lambda v: (counts[v], v == values[0][2]))
-    where = sorted({h for h, _, v in values if v == usual}, key=[h.host for h in config.hosts].index)
-    return [
-        Finding(
-            "tls",
-            Severity.FATAL if multi else Severity.WARNING,
-            host,
-            f"TLS switch {value} ({'on' if value else 'off'})",
-            f"{usual} as on {counts[usual]} other NPUs ({', '.join(where)})",
-            f"make every NPU of the job the same: hccn_tool -i <id> -tls -s enable {usual}",
-            (device,),
-        )
-        for host, device, value in values
-        if value != usual
-    ]
-
-
-def version_findings(config: ClusterConfig, answers: Mapping[str, Mapping[str, Any]]) -> List[Finding]:
-    """Toolkit versions must agree across hosts: HCCL checks and refuses (EI0008, "HCCL版本不一致", hicann/hccl
-    docs/zh/user_guide/fault_diagnosis/debug_thinking.md @ 09300b7). Driver and firmware differences
-    are warnings. The YAML's cann_version (the HCCL timeouts npulaunch derives) against the hosts'."""
-    found: List[Finding] = []
-    order = [h.host for h in config.hosts]
-    for part, label, severity in (
-        ("toolkit", "CANN toolkit", Severity.FATAL),
-        ("driver", "driver", Severity.WARNING),
-        ("firmware", "firmware", Severity.WARNING),
-    ):
-        seen = {}
-        for host in order:
-            version = (((answers.get(host) or {}).get("health") or {}).get("versions") or {}).get(part)
-            if version:
-                seen[host] = version
-        found += _same_everywhere(part, label, severity, seen, order)
-        if part == "toolkit" and config.cann_version:
-            for host, (version, source) in seen.items():
-                if version.lower() != config.cann_version.lower():
-                    found.append(
-                        Finding(
-                            "toolkit",
-                            Severity.WARNING,
-                            host,
-                            f"CANN toolkit {version} ({source}), but the YAML says cann_version: {config.cann_version}",
-                            config.cann_version,
-                            f'set cann_version: "{version}" (npulaunch derives HCCL timeouts from it)',
-                        )
-                    )
-    return found
-
-
-def _same_everywhere(
-    part: str, label: str, severity: Severity, seen: Mapping[str, Sequence[str]], order: Sequence[str]
-) -> List[Finding]:
-    counts = Counter(version for version, _ in seen.values())
-    if len(counts) < 2:
-        return []
-    first = {version: order.index(host) for host, (version, _) in reversed(list(seen.items()))}
-    usual = max(counts, key=lambda v: (counts[v], -first[v]))
-    where = ", ".join(host for host in seen if seen[host][0] == usual)
-    why = " (HCCL refuses ranks of different versions: EI0008)" if part == "toolkit" else ""
-    return [
-        Finding(
-            part,
-            severity,
-            host,
-            f"{label} {version} ({source})",
-            f"{usual} as on {where}{why}",
-            f"install the same {label} version on every host",
-        )
-        for host, (version, source) in seen.items()
-        if version != usual
-    ]

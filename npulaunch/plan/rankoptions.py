@@ -12,10 +12,12 @@ import os
 from typing import Any, Dict, List, Mapping, Sequence, Set, Tuple
 
 from npulaunch.config.catalog.options import OPTIONS
+from npulaunch.config.checker import ValueProblem
 from npulaunch.config.cluster import ClusterConfig
+from npulaunch.config.placeholders import expand_templates
 from npulaunch.config.rulebase import BY_NAME
 from npulaunch.config.rules import ERROR, Finding, RuleContext, check_rules
-from npulaunch.config.values import ValueProblem, check_option, expand_templates
+from npulaunch.config.values import check_option
 from npulaunch.host.errors import ConfigProblem
 from npulaunch.plan.rankenv import DEFAULT_ENV
 

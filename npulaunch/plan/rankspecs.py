@@ -78,7 +78,7 @@ def _expanded(
     command, workdir, env = config.job.command, config.job.workdir, config.env
     if not job.templated:
         return command, workdir, env, config.job.make_dirs
-    from npulaunch.config.values import expand_placeholders as expand
+    from npulaunch.config.placeholders import expand_placeholders as expand
 
     cwd = os.path.normpath(expand(workdir, values))
     made = tuple(

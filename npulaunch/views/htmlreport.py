@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from npulaunch.diagnose.rootcause import ranks_word
+from npulaunch.diagnose.cause import ranks_word
 from npulaunch.diagnose.summary import AttemptRecord, JobStatus, JobSummary
 from npulaunch.host.errorfile import raised_text
 from npulaunch.host.events import Event, EventKind, signature_label

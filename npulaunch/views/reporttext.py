@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 from typing import List, Sequence
 
-from npulaunch.diagnose.rootcause import RootCause, rank_ranges, ranks_word
-from npulaunch.diagnose.summary import AttemptRecord, FailureReport, JobStatus, JobSummary
+from npulaunch.diagnose.cause import RootCause, rank_ranges, ranks_word
+from npulaunch.diagnose.failure import FailureReport
+from npulaunch.diagnose.summary import AttemptRecord, JobStatus, JobSummary
 from npulaunch.host.errorfile import raised_text
 from npulaunch.host.records import RankState
 

@@ -7,12 +7,9 @@ from typing import Any
 import pytest
 
 from npulaunch.config.catalog import EnvVarSpec, OptionSpec
-from npulaunch.config.values import (
-    ValueProblem,
-    check_env_value,
-    check_option,
-    expand_templates,
-)
+from npulaunch.config.checker import ValueProblem
+from npulaunch.config.placeholders import expand_templates
+from npulaunch.config.values import check_env_value, check_option
 
 
 def spec(form: str = "", type: str = "s", **kw: Any) -> OptionSpec:

@@ -9,7 +9,8 @@ from typing import List, Optional
 import pytest
 from helpers import FAULT_CODE, FAULT_LEVEL, agent_lost_event, npu_health_event
 
-from npulaunch.diagnose.rootcause import HOST_LOST, NPU_FAULT, hardware_cause, pick
+from npulaunch.diagnose.hardware import HOST_LOST, NPU_FAULT, hardware_cause
+from npulaunch.diagnose.rootcause import pick
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.records import RankResult, RankState
 

@@ -14,8 +14,8 @@ from typing import Any, Callable, Dict
 import pytest
 from helpers import RANKS, run_cli, run_local, run_restarted_job
 
+from npulaunch.diagnose.cause import RankGroup, RootCause
 from npulaunch.diagnose.jsonfields import SummaryError
-from npulaunch.diagnose.rootcause import RankGroup, RootCause
 from npulaunch.diagnose.summary import (
     AttemptCause,
     AttemptRecord,

@@ -88,7 +88,7 @@ def test_a_stopped_ranks_big_backlog_is_scanned_but_not_shown(
     import sys
     from dataclasses import replace
 
-    from npulaunch.host.agent import agent as agent_module
+    from npulaunch.host.agent import ranklogs as agent_module
 
     monkeypatch.setattr(agent_module, "FAST_DRAIN_BYTES", 0)
     monkeypatch.setattr(agent_module, "TURN_READ_BYTES", 64)  # a backlog is certain to be left at the end

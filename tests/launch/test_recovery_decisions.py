@@ -9,7 +9,9 @@ from typing import Any, List, Optional
 import pytest
 from helpers import FAULT_CODE, FAULT_LEVEL, agent_lost_event, npu_health_event
 
-from npulaunch.diagnose.rootcause import HOST_LOST, NPU_FAULT, RootCause, pick
+from npulaunch.diagnose.cause import RootCause
+from npulaunch.diagnose.hardware import HOST_LOST, NPU_FAULT
+from npulaunch.diagnose.rootcause import pick
 from npulaunch.diagnose.summary import AttemptRecord, JobStatus
 from npulaunch.host.cann.knowledge import DEVICE_FAULT_CLASSES
 from npulaunch.host.records import RankResult, RankState

@@ -16,9 +16,11 @@ from typing import Any, Dict, List, Tuple
 
 from helpers import free_port_window, require, run_cli
 
+from npulaunch.diagnose.cause import RankGroup
+from npulaunch.diagnose.failure import FailureReport
 from npulaunch.diagnose.report import with_raised
-from npulaunch.diagnose.rootcause import RankGroup, pick
-from npulaunch.diagnose.summary import FailureReport, JobInfo, JobStatus, JobSummary
+from npulaunch.diagnose.rootcause import pick
+from npulaunch.diagnose.summary import JobInfo, JobStatus, JobSummary
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.records import RankResult, RankState
 from npulaunch.views.reporttext import render_report

@@ -16,7 +16,7 @@ from npulaunch.config.cluster import ClusterConfig
 from npulaunch.config.load import load_config, parse_config
 from npulaunch.config.overrides import Overrides, apply_overrides
 from npulaunch.config.yamlsource import parse_yaml
-from npulaunch.diagnose.rootcause import rank_ranges
+from npulaunch.diagnose.cause import rank_ranges
 from npulaunch.host.discovery import discover_device_ips
 from npulaunch.host.errors import ConfigError
 from npulaunch.host.redact import REDACTED, redact_env

@@ -16,83 +16,28 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from npulaunch.host import procs
 from npulaunch.host.agent.guard import Guard
-from npulaunch.host.agent.inbox import SignalInbox
+from npulaunch.host.agent.inbox import STOP_SIGNALS, SignalInbox, stop_signals
 from npulaunch.host.agent.monitor import Monitor
 from npulaunch.host.agent.prepare import prepare_rank
+from npulaunch.host.agent.ranklogs import OutputSink, RankLogs
+from npulaunch.host.agent.rankproc import RankProcess
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S, StackDumps, remove_unused
 from npulaunch.host.errorfile import RankErrorFile
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.files import write_once
 from npulaunch.host.health.watch import HealthWatch
-from npulaunch.host.records import AgentOutcome, RankResult, RankState
-from npulaunch.host.spec import HostPlan, RankSpec
-from npulaunch.host.tail import Block, FileTail
+from npulaunch.host.records import AgentOutcome, RankState
+from npulaunch.host.spec import HostPlan
+from npulaunch.host.tail import FileTail
 from npulaunch.host.trace import debug
 
 POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
-# What one loop turn reads of each log: small enough that a flood never keeps the loop from reaping
-# exits and acting on signals for long (8 ranks x 2 streams x 256 KB: a turn of about 15 ms); the loop
-# does not sleep while any log has more.
-TURN_READ_BYTES = 256 << 10
-FAST_DRAIN_BYTES = 8 << 20  # a stopped rank's unread output beyond this is drained without the console
 
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def stop_signals() -> Tuple[int, ...]:
-    """The signals that stop the job: SIGINT, SIGTERM, and SIGHUP (a closed terminal) unless it is
-    ignored when the job starts (``nohup npulaunch run``, or ``npulaunch run --nohup``): then a
-    hang-up leaves the job running, as nohup promises, and the ranks inherit the ignored SIGHUP."""
-    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
-        return (signal.SIGINT, signal.SIGTERM)
-    return STOP_SIGNALS
-
-
-SPAWN_FAILED_EXIT_CODE = 127
-
-OutputSink = Callable[[RankSpec, str, Block], None]  # a block of whole lines (host/tail.py)
 EventSink = Callable[[Event], None]
-
-
-@dataclass
-class RankProcess:
-    """A rank's live instance (mutable; owned by the agent)."""
-
-    spec: RankSpec
-    state: RankState = RankState.PENDING
-    pid: Optional[int] = None
-    start_time: Optional[float] = None
-    end_time: Optional[float] = None
-    exit_code: Optional[int] = None
-    signal: Optional[str] = None
-    error: Optional[str] = None
-    error_file: Optional[RankErrorFile] = None  # TORCHELASTIC_ERROR_FILE, cleared before the start
-    raised: Optional[Dict[str, object]] = None  # what it wrote there when it failed
-    tails: Tuple[FileTail, ...] = ()
-    # Kept referenced until we reap it ourselves: an unreferenced Popen may be polled by the
-    # subprocess module's own clean-up, which would steal the exit status from our waitpid(-1).
-    popen: Optional["subprocess.Popen[bytes]"] = None
-
-    def result(self) -> RankResult:
-        return RankResult(
-            rank=self.spec.rank,
-            host=self.spec.host,
-            device_id=self.spec.device_id,
-            pid=self.pid,
-            state=self.state,
-            start_time=self.start_time,
-            end_time=self.end_time,
-            exit_code=self.exit_code,
-            signal=self.signal,
-            error=self.error,
-            raised=self.raised,
-        )
 
 
 class Agent:
@@ -108,11 +53,9 @@ class Agent:
     ) -> None:
         self.plan = plan
         self._emit_to = emit
-        self._output = output
         self._base_env = dict(os.environ if base_env is None else base_env)
         self._clock = clock
         self._poll_s = poll_interval_s
-        self._backlog = False  # a log had more than one turn's read: the next turn does not wait
         self.ranks = [RankProcess(spec) for spec in plan.ranks]
         self._by_pid: Dict[int, RankProcess] = {}
         self._stopping = False
@@ -123,6 +66,7 @@ class Agent:
         self._guard: Optional[Guard] = None
         self._preexisting: Set[int] = set()
         self.monitor = Monitor(plan, self._emit, clock)
+        self._logs = RankLogs(output, self.monitor)
         self._watched: Dict[int, Callable[[], None]] = {}  # fd -> called when readable (a controller's commands)
         self._forward = tuple(getattr(signal, name) for name in plan.forward_signals)
         self._stops: Tuple[int, ...] = STOP_SIGNALS  # decided again when the job starts (stop_signals)
@@ -247,7 +191,7 @@ class Agent:
         every rank has ended."""
         self._wait(timeout_s)
         self._reap()
-        self._pump()
+        self._logs.turn(self.ranks)
         if self._health is not None and self._health.looking():  # the last look at a failed rank's NPU
             return True
         return any(r.state in (RankState.RUNNING, RankState.PENDING) for r in self.ranks)
@@ -273,13 +217,7 @@ class Agent:
         if self._health is not None:
             self._health.close()
         for proc in self.ranks:
-            for tail, stream in zip(proc.tails, ("stdout", "stderr")):
-                if proc.state is RankState.STOPPED and tail.unread_bytes() > FAST_DRAIN_BYTES:
-                    self._drain_fast(proc, tail, stream)
-                    continue
-                for block in tail.drain():  # in blocks: a rank may exit with 200 MB not yet read
-                    self._output(proc.spec, stream, block)
-                    self.monitor.lines(proc.spec.rank, stream, block)
+            self._logs.drain(proc)
         self.monitor.close()
         remove_unused([proc.spec.rank_dir for proc in self.ranks])  # empty stack files, markers
         if self._guard is not None:
@@ -287,22 +225,10 @@ class Agent:
         if self._inbox is not None:
             self._inbox.close()
 
-    def _drain_fast(self, proc: RankProcess, tail: FileTail, stream: str) -> None:
-        """The backlog of a rank npulaunch stopped, when it is big (a flood): every block is still
-        looked at for signatures and progress, but its lines are not shown on the console (a note
-        says how many), so that the job's end does not wait for the console to take them."""
-        before = self.monitor.lines_read(proc.spec.rank)
-        for block in tail.drain():
-            self.monitor.lines(proc.spec.rank, stream, block)  # counts its lines too: not counted twice
-        skipped = self.monitor.lines_read(proc.spec.rank) - before
-        if skipped:
-            note = f"[npulaunch: {skipped:,} lines written before the rank stopped are not shown; all are in its log]\n"
-            self._output(proc.spec, stream, note.encode())
-
     def _wait(self, timeout_s: Optional[float] = None) -> None:
         assert self._inbox is not None
         timeout = self._poll_s if timeout_s is None else min(self._poll_s, timeout_s)
-        if self._backlog:  # the last turn left unread output: look again at once
+        if self._logs.backlog:  # the last turn left unread output: look again at once
             timeout = 0.0
         if self._kill_deadline is not None and not self._killed:
             timeout = min(timeout, self._kill_deadline - self._clock())
@@ -391,15 +317,12 @@ class Agent:
         self._started(proc, popen, cpus)
 
     def _spawn_failed(self, proc: RankProcess, error: str) -> None:
-        spec = proc.spec
-        proc.state, proc.end_time = RankState.SPAWN_FAILED, time.time()
-        proc.exit_code = SPAWN_FAILED_EXIT_CODE
-        proc.error = error
-        self._emit(EventKind.RANK_SPAWN_FAILED, spec.rank, error=proc.error, argv=list(spec.argv))
+        proc.spawn_failed(error)
+        self._emit(EventKind.RANK_SPAWN_FAILED, proc.spec.rank, error=error, argv=list(proc.spec.argv))
 
     def _started(self, proc: RankProcess, popen: "subprocess.Popen[bytes]", cpus: Optional[Tuple[int, ...]]) -> None:
         spec = proc.spec
-        proc.popen, proc.pid, proc.state = popen, popen.pid, RankState.RUNNING
+        proc.started(popen)
         self._by_pid[popen.pid] = proc
         self.monitor.started(spec.rank)
         assert self._guard is not None
@@ -425,23 +348,15 @@ class Agent:
             # its last lines come before its exit on the console (all of them when they fit one turn's
             # read); a bigger backlog is read in the next turns, after the exit is reported, so that a
             # failure is acted on at once (the root cause still counts a late-read line from the exit)
-            self._pump_rank(proc, TURN_READ_BYTES)
+            self._logs.read(proc)
             self.monitor.exited(proc.spec.rank)
             if self._guard is not None and procs.group_is_empty(pid):
                 self._guard.forget(pid)  # its group is empty: the number may be reused by others
-            proc.exit_code, proc.signal = procs.decode_status(status)
-            if proc.popen is not None:
-                proc.popen.returncode = proc.exit_code if proc.signal is None else -1
-            proc.end_time = time.time()
-            if proc.exit_code == 0:
-                proc.state = RankState.SUCCEEDED
-            else:
-                proc.state = RankState.STOPPED if self._stopping else RankState.FAILED
-                if proc.state is RankState.FAILED and self._health is not None:
-                    self._health.last_look([proc.spec.device_id])  # did its NPU fail? asked before it stops
-                proc.raised = proc.error_file.read() if proc.error_file is not None else None
-                if proc.raised is not None:
-                    self._emit(EventKind.RANK_ERROR_FILE, proc.spec.rank, **proc.raised)
+            proc.exited(status, self._stopping)
+            if proc.state is RankState.FAILED and self._health is not None:
+                self._health.last_look([proc.spec.device_id])  # did its NPU fail? asked before it stops
+            if proc.raised is not None:
+                self._emit(EventKind.RANK_ERROR_FILE, proc.spec.rank, **proc.raised)
             self._emit(
                 EventKind.RANK_EXITED,
                 proc.spec.rank,
@@ -449,7 +364,7 @@ class Agent:
                 exit_code=proc.exit_code,
                 signal=proc.signal,
                 state=proc.state.value,
-                duration_s=round(proc.end_time - (proc.start_time or proc.end_time), 3),
+                duration_s=proc.duration_s(),
             )
 
     def _reaped_other(self, pid: int, status: int) -> bool:
@@ -466,20 +381,6 @@ class Agent:
         """Reap after the last rank ended: strays re-parented to us, and the watch's killed calls."""
         for pid, status in procs.reap_any():
             self._reaped_other(pid, status)
-
-    def _pump(self) -> None:
-        self._backlog = False
-        for proc in self.ranks:
-            self._pump_rank(proc, TURN_READ_BYTES)
-
-    def _pump_rank(self, proc: RankProcess, limit_bytes: int) -> None:
-        for tail, stream in zip(proc.tails, ("stdout", "stderr")):
-            block = tail.read(limit_bytes)
-            if tail.last_read >= limit_bytes:
-                self._backlog = True
-            if block:
-                self._output(proc.spec, stream, block)
-                self.monitor.lines(proc.spec.rank, stream, block)
 
     def _clean_up_strays(self) -> List[int]:
         """After every rank has exited: stop what they left behind (TERM, grace, KILL)."""
@@ -500,7 +401,7 @@ class Agent:
                 if signum in self._stops:
                     self._killed = True
             self._reap_leftovers()
-            self._pump()
+            self._logs.turn(self.ranks)
             table = procs.snapshot()
             left = set(procs.live_members(groups, table)) | self._strays(table)
         if left:

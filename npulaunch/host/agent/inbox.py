@@ -13,7 +13,21 @@ import os
 import select
 import signal
 from types import FrameType
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+# what signal.signal returns: a Python handler, SIG_DFL / SIG_IGN (ints), or None (set outside Python)
+Handler = Union[Callable[[int, Optional[FrameType]], object], int, None]
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def stop_signals() -> Tuple[int, ...]:
+    """The signals that stop the job: SIGINT, SIGTERM, and SIGHUP (a closed terminal) unless it is
+    ignored when the job starts (``nohup npulaunch run``, or ``npulaunch run --nohup``): then a
+    hang-up leaves the job running, as nohup promises, and the ranks inherit the ignored SIGHUP."""
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        return (signal.SIGINT, signal.SIGTERM)
+    return STOP_SIGNALS
 
 
 class SignalInbox:
@@ -22,7 +36,7 @@ class SignalInbox:
         os.set_blocking(self._read_fd, False)
         os.set_blocking(self._write_fd, False)
         self._pending: List[int] = []
-        self._previous: Dict[int, Any] = {}
+        self._previous: Dict[int, Handler] = {}
         self._previous_fd = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
         for signum in set(signums) | {signal.SIGCHLD}:
             self._previous[signum] = signal.signal(signum, self._record)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import IO, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from npulaunch.host import procs
-from npulaunch.host.session import STACK_SIGNAL_FILE
+from npulaunch.host.configproto import STACK_SIGNAL_FILE
 from npulaunch.host.trace import debug
 
 STACK_DUMP_LIMIT_S = 10.0  # py-spy attaches in well under a second; a wedged one is killed

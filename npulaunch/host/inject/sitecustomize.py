@@ -41,12 +41,13 @@ def _run_user_sitecustomize():
 
 
 def _session_helper():
-    """npulaunch's session helper: the package's own module when the script imported it (one set
-    of warnings), else the same file loaded privately (npulaunch need not be importable)."""
+    """npulaunch's session options helper (host/configproto.py): the package's own module when the
+    script imported it (one set of warnings), else the same file loaded privately (npulaunch need
+    not be importable)."""
     return (
-        sys.modules.get("npulaunch.host.session")
-        or sys.modules.get("_npulaunch_session")
-        or _load("_npulaunch_session", os.path.join(os.path.dirname(_HERE), "session.py"))
+        sys.modules.get("npulaunch.host.configproto")
+        or sys.modules.get("_npulaunch_configproto")
+        or _load("_npulaunch_configproto", os.path.join(os.path.dirname(_HERE), "configproto.py"))
     )
 
 
@@ -58,7 +59,7 @@ def _patch(module):
 
     def __init__(self, target="", graph=None, config=None, *args, **kwargs):
         helper = _session_helper()
-        config_class, _ = helper._tensorflow()
+        config_class, _ = helper.tensorflow_classes()
         merged = config_class()
         if config is not None:
             merged.CopyFrom(config)

@@ -16,8 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Dict, List, Optional, Sequence, Set, Tuple
 
-from npulaunch.host.agent.agent import stop_signals
-from npulaunch.host.agent.inbox import SignalInbox
+from npulaunch.host.agent.inbox import SignalInbox, stop_signals
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
 from npulaunch.host.spec import RankSpec
