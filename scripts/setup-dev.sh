@@ -57,5 +57,5 @@ if ! python3 -c "import torch" 2>/dev/null; then
   python3 -m pip install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==${TORCH_VERSION:-2.13.0}"
 fi
 
-echo "== pip install -e '.[dev,tf,torch,mindspore]' ($(python3 --version))"
-python3 -m pip install -q -e '.[dev,tf,torch,mindspore]'
+echo "== pip install -e '.[dev,tf,torch,mindspore,docs]' ($(python3 --version))"
+python3 -m pip install -q -e '.[dev,tf,torch,mindspore,docs]'

@@ -14,7 +14,8 @@ from helpers import ROOT, run_cli
 from npulaunch.config.catalog import FORMS, SCENARIOS, STATUSES, TYPES, OptionSpec
 from npulaunch.config.catalog.envvars import ENV_VARS
 from npulaunch.config.catalog.options import OPTIONS
-from npulaunch.config.values import ValueProblem, check_env_value, check_option
+from npulaunch.config.checker import ValueProblem
+from npulaunch.config.values import check_env_value, check_option
 
 SEEDS = ROOT.parent / "shared" / "seeds"
 SEED_NAMES = ROOT / "tests" / "data" / "seed_names.json"  # what the seeds name, checked in

@@ -8,6 +8,7 @@ and a NotHandleFault code, change nothing."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 import pytest
-from helpers import ROOT, TESTS, run_cli
+from helpers import ROOT, TESTS, require, run_cli
 
 RANK = TESTS / "ranks" / "rank.py"
 FINAL = 40
@@ -166,6 +167,7 @@ def test_real_tensorflow_training_recovers_to_identical_weights(tmp_path: Path, 
     """The main job's kind (examples/tf_train.py, TensorFlow collectives on the CPU) with the recovery
     example's settings: a fault on NPU 2 mid-run, the job ends on NPUs 0, 1, 4, 3 with every rank at the
     final step, resumed from the same checkpoint, with identical weights."""
+    require(importlib.util.find_spec("tensorflow") is not None, "tensorflow-cpu (pip install -e '.[tf]')")
     config = (ROOT / "cluster_configs" / "local-4-recovery.yaml").read_text()
     config = config.replace("workdir: ..", f"workdir: {tmp_path}").replace(
         "log_dir: ../npulaunch-logs", f"log_dir: {tmp_path / 'logs'}"
