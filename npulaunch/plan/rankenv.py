@@ -63,6 +63,11 @@ class HostContext:
     yaml_env: Mapping[str, Optional[str]] = field(default_factory=dict)  # the YAML's env (what the user set)
     inherited: Mapping[str, str] = field(default_factory=dict)  # what the ranks inherit, where known
 
+    def visible_index(self, place: "RankPlace") -> int:
+        """The index of the rank's NPU in ``visible`` (ASCEND_RT_VISIBLE_DEVICES): the device a process of
+        that variable opens as its index (torch's LOCAL_RANK, msrun's DEVICE_ID)."""
+        return self.visible.index(place.logical) if place.logical in self.visible else place.local_rank
+
 
 def session_options_text(options: Mapping[str, Any]) -> str:
     """NPULAUNCH_SESSION_OPTIONS: the options as the rank-side helper reads them."""

@@ -119,8 +119,7 @@ def host_env(ctx: HostContext) -> Tuple[Dict[str, str], Dict[str, str], List[str
 def rank_env(place: RankPlace, ctx: HostContext) -> Dict[str, str]:
     if not _msrun(ctx.mode):
         return {"RANK_ID": str(place.rank), "DEVICE_ID": str(place.device_id)}
-    index = ctx.visible.index(place.logical) if place.logical in ctx.visible else place.local_rank
-    return {"MS_NODE_ID": str(place.rank), "RANK_ID": str(place.rank), "DEVICE_ID": str(index)}
+    return {"MS_NODE_ID": str(place.rank), "RANK_ID": str(place.rank), "DEVICE_ID": str(ctx.visible_index(place))}
 
 
 def helper_env(ctx: HostContext) -> Optional[Dict[str, str]]:

@@ -136,14 +136,9 @@ def rank_env(place: RankPlace, ctx: HostContext) -> Dict[str, str]:
     return {
         "RANK": str(place.rank),
         "ROLE_RANK": str(place.rank),
-        "LOCAL_RANK": str(local_index(place, ctx)),
+        "LOCAL_RANK": str(ctx.visible_index(place)),
         "TORCHELASTIC_ERROR_FILE": f"{place.rank_dir}/{ERROR_FILENAME}",
     }
-
-
-def local_index(place: RankPlace, ctx: HostContext) -> int:
-    """The index of the rank's NPU in ASCEND_RT_VISIBLE_DEVICES (the host's job NPUs, ascending)."""
-    return ctx.visible.index(place.logical) if place.logical in ctx.visible else place.local_rank
 
 
 def helper_env(ctx: HostContext) -> Optional[Dict[str, str]]:
