@@ -42,6 +42,8 @@ SOURCES: Dict[str, Tuple[str, str, Optional[str], str]] = {
         "E-codes moved out later",
     ),
     "ge-registry": ("hicann/ge", "base/common/error_registry/error_registry.cc", None, "E-codes"),
+    # HCCL's registry from a third-party mirror of hicann/hcomm: Huawei's repository could not be read here to
+    # compare (no snapshot of it; the index holds hicann/hcomm without this file)
     "hcomm-registry": ("xiaobingling93-pixel/cann-hcomm", "src/common/error_code/error_code.cc", None, "E-codes"),
     "driver-registry": ("hicann/driver", "pkg_inc/hal_error_code/drv_error_code.h", None, "E-codes"),
     "aclnn-registry": ("hicann/opbase", "src/nnopbase/composite_op/log/op_error_manager.cpp", None, "E-codes"),
@@ -57,10 +59,18 @@ SOURCES: Dict[str, Tuple[str, str, Optional[str], str]] = {
     "ge-codes": ("hicann/runtime", "include/external/acl/error_codes/ge_error_codes.h", None, "numeric codes"),
     "aclnn-codes": ("hicann/opbase", "include/nnopbase/opdev/op_errno.h", None, "numeric codes"),
     "rt-reasons": ("hicann/runtime", "src/runtime/core/src/common/errcode_manage.cc", None, "reason= texts"),
-    "hccl-results": ("xiaobingling93-pixel/cann-hcomm", "include/hccl/hccl_types.h", None, "HcclResult"),
+    # Huawei's own hcomm (its HcclResult, names, values and comments, is the mirror's at b5f3e5be, compared at
+    # 2b912e7d); it could not be fetched here: the module's row was set to that commit by hand (issue 34)
+    "hccl-results": ("hicann/hcomm", "include/hccl/hccl_types.h", None, "HcclResult"),
     "drv-errors": ("hicann/driver", "pkg_inc/ascend_hal_error.h", None, "DRV_ERROR_*"),
     "torch-npu-errors": ("Ascend/pytorch", "torch_npu/utils/_error_code.py", None, "ERRxxxxx"),
     "fault-levels": ("Ascend/mind-cluster", "component/ascend-device-plugin/build/faultCode.json", None, "levels"),
+    # Graph Engine's own statuses (the ten-digit ``ErrorNo: 1343242270(Prepare Graph infershape failed)`` of its
+    # logs): GE_ERRORNO's bit layout (runtime, type, level, system, module, value), the modules' macros and the
+    # enumerators they use, and the statuses each module defines with them
+    "ge-status-layout": ("hicann/ge", "inc/external/ge/ge_api_error_codes.h", None, "GE_ERRORNO's fields"),
+    "ge-status-scheme": ("hicann/metadef", "pkg_inc/common/ge_common/error_codes_define.h", None, "GE statuses"),
+    "ge-statuses": ("hicann/ge", "inc/graph_metadef/common/ge_common/ge_inner_error_codes.h", None, "GE statuses"),
     "runtime-docs": ("hicann/runtime", "docs/en/error_code_ref", None, "pages"),
     "ge-docs": ("hicann/ge", "docs/en/user_guides/error_codes", None, "pages"),
 }
@@ -208,6 +218,82 @@ def read_levels(text: str) -> Dict[str, str]:
     return levels
 
 
+def read_ge_layout(text: str) -> Dict[str, Tuple[int, int]]:
+    """GE_ERRORNO's fields, as its macro composes a status: field -> (shift, width in bits). The widths are the
+    gaps between the shifts (the macro's comment: runtime 2 bits, type 2, level 3, sysid 8, modid 5, value 12)."""
+    macro = re.search(
+        r"#define GE_ERRORNO\(runtime, type, level, sysid, modid, name, value, desc\)(.*?)\n[^\n\\]*$",
+        text,
+        re.S | re.M,
+    )
+    if macro is None:
+        raise SystemExit("ge_api_error_codes.h: the GE_ERRORNO macro not found")
+    shifts = [(name, int(shift)) for name, shift in re.findall(r"\((\w+)\)\)\) << (\d+)U", macro.group(1))]
+    value = re.search(r"\(0x([0-9A-Fa-f]+)U\) & \(static_cast<uint32_t>\(value\)\)", macro.group(1))
+    if [name for name, _ in shifts] != ["runtime", "type", "level", "sysid", "modid"] or value is None:
+        raise SystemExit("ge_api_error_codes.h: GE_ERRORNO's fields are not the ones this script knows")
+    layout: Dict[str, Tuple[int, int]] = {}
+    top = 32
+    for name, shift in shifts:
+        layout[name] = (shift, top - shift)
+        top = shift
+    if int(value.group(1), 16) != (1 << top) - 1:
+        raise SystemExit("ge_api_error_codes.h: GE_ERRORNO's value mask does not fill the bits under modid")
+    layout["value"] = (0, top)
+    return layout
+
+
+# GE_ERRORNO's arguments, in its order, by the enum each one's enumerator belongs to (error_codes_define.h)
+_GE_ENUMS = (("runtime", "InnLogRuntime"), ("type", "InnErrorCodeType"), ("level", "InnErrorLevel"))
+_GE_ENUMS += (("sysid", "InnSystemIdType"), ("modid", "InnSubModuleId"))
+
+
+def read_ge_scheme(text: str) -> Tuple[Dict[str, Dict[int, str]], Dict[str, Dict[str, str]]]:
+    """GE's status scheme: each field's enumerators (value -> name), and each module's macro (GE_ERRORNO_GRAPH)
+    -> the enumerator it passes for each field."""
+    enums: Dict[str, Dict[int, str]] = {}
+    for field, enum in _GE_ENUMS:
+        body = re.search(r"enum class " + enum + r"\b[^{]*\{([^}]*)\}", text)
+        if body is None:
+            raise SystemExit(f"error_codes_define.h: enum {enum} not found")
+        enums[field] = {int(v, 0): n for n, v in re.findall(r"(\w+)\s*=\s*(0b[01]+|0x[0-9A-Fa-f]+|\d+)", body.group(1))}
+    macros: Dict[str, Dict[str, str]] = {}
+    for macro, args in re.findall(
+        r"#define (\w+_ERRORNO_\w+)\(name, value, desc\)\s*\\\s*GE_ERRORNO\(([^;]*?), name, \(value\), \(desc\)\)",
+        text,
+    ):
+        names = [arg.strip(" \\\n").split("::")[-1] for arg in args.split(",")]
+        macros[macro] = dict(zip((field for field, _ in _GE_ENUMS), names))
+    if not macros:
+        raise SystemExit("error_codes_define.h: no GE_ERRORNO_<module> macro found")
+    return enums, macros
+
+
+def read_ge_statuses(
+    texts: Dict[str, str],
+    layout: Dict[str, Tuple[int, int]],
+    scheme: Dict[str, Dict[int, str]],
+    macros: Dict[str, Dict[str, str]],
+) -> Dict[int, Tuple[str, str, str]]:
+    """GE's statuses: value -> (name, description, source key), composed as GE_ERRORNO composes them; where a
+    header's comment gives the number (``// 1343242270``), the two must agree."""
+    by_name = {field: {name: value for value, name in values.items()} for field, values in scheme.items()}
+    statuses: Dict[int, Tuple[str, str, str]] = {}
+    for key in ("ge-status-scheme", "ge-statuses"):
+        pattern = r'\b(\w+_ERRORNO_\w+)\((\w+),\s*(\d+),\s*"((?:[^"\\]|\\.)*)"\);[ \t]*(?://\s*(\d+))?'
+        for macro, name, value, desc, noted in re.findall(pattern, texts[key]):
+            if macro not in macros:
+                continue
+            status = int(value) & ((1 << layout["value"][1]) - 1)
+            for field, enumerator in macros[macro].items():
+                shift, width = layout[field]
+                status |= (by_name[field][enumerator] & ((1 << width) - 1)) << shift
+            if noted and int(noted) != status:
+                raise SystemExit(f"{key}: {name} is {status} by GE_ERRORNO, {noted} by its comment")
+            statuses.setdefault(status, (name, desc, key))
+    return statuses
+
+
 def read_docs(checkouts: Dict[str, Checkout]) -> Dict[str, Tuple[str, str]]:
     """code -> (source key, path) of CANN's own page for it, in the repositories' English docs."""
     docs: Dict[str, Tuple[str, str]] = {}
@@ -246,6 +332,8 @@ def collect(checkouts: Dict[str, Checkout]) -> Dict[str, object]:
                 numeric.setdefault(value, (name, key))
     rt_names = {name: value for value, (name, _) in numeric.items()}
     submodules, errors = read_torch_npu(texts["torch-npu-errors"])
+    layout = read_ge_layout(texts["ge-status-layout"])
+    scheme, macros = read_ge_scheme(texts["ge-status-scheme"])
     return {
         "SOURCES": {
             key: (repo, checkouts[repo].head if commit is None else commit, path)
@@ -262,6 +350,9 @@ def collect(checkouts: Dict[str, Checkout]) -> Dict[str, object]:
         "TORCH_NPU_SUBMODULES": submodules,
         "TORCH_NPU_ERRORS": errors,
         "FAULT_LEVELS": dict(sorted(read_levels(texts["fault-levels"]).items())),
+        "GE_STATUS_LAYOUT": layout,
+        "GE_STATUS_SCHEME": {field: dict(sorted(values.items())) for field, values in scheme.items()},
+        "GE_STATUSES": dict(sorted(read_ge_statuses(texts, layout, scheme, macros).items())),
         "DOCS": dict(sorted(read_docs(checkouts).items())),
     }
 
@@ -285,6 +376,9 @@ TABLES = (
     ("TORCH_NPU_SUBMODULES", "torch_npu ERR<SS>xxx -> submodule"),
     ("TORCH_NPU_ERRORS", "torch_npu ERRxx<EEE> -> error type"),
     ("FAULT_LEVELS", "NPU hardware fault code (hex) -> MindCluster's handling level"),
+    ("GE_STATUS_LAYOUT", "a GE status's fields (GE_ERRORNO) -> (shift, width in bits)"),
+    ("GE_STATUS_SCHEME", "a GE status's field -> its values' enumerators"),
+    ("GE_STATUSES", "GE status (ErrorNo) -> (name, description, source key)"),
     ("DOCS", "code -> (source key, path of CANN's page for it)"),
 )
 

@@ -417,6 +417,8 @@ def _source_counts() -> Counter:
     counts["drv-errors"] += len(catalog.DRV_ERRORS)
     counts["torch-npu-errors"] += len(catalog.TORCH_NPU_SUBMODULES) + len(catalog.TORCH_NPU_ERRORS)
     counts["fault-levels"] += len(catalog.FAULT_LEVELS)
+    counts.update(entry[2] for entry in catalog.GE_STATUSES.values())
+    counts["ge-status-layout"] += len(catalog.GE_STATUS_LAYOUT)
     return counts
 
 
@@ -585,6 +587,29 @@ def _enum_tables() -> str:
     )
     out.append("\n")
     out.append(table(("type", "name"), [(code("%03d" % n), code(m)) for n, m in catalog.TORCH_NPU_ERRORS.items()]))
+    out.append(_ge_statuses())
+    return "".join(out)
+
+
+def _ge_statuses() -> str:
+    """GE's ten-digit statuses (``ErrorNo: 1343242270(...)``): its scheme's fields, then every status it names."""
+    from npulaunch.host.cann import catalog
+
+    layout = ", ".join(
+        f"{name} {width} bits" for name, (_, width) in sorted(catalog.GE_STATUS_LAYOUT.items(), key=lambda f: -f[1][0])
+    )
+    out = [
+        f"\n## Graph Engine statuses ({len(catalog.GE_STATUSES)})\n\n"
+        f"A GE status is read by GE's own scheme, from the high bits down: {layout}. A number whose fields "
+        "GE's enumerators do not all name is no GE status; 0 (SUCCESS) and 4294967295 (the generic FAILED) never "
+        "are.\n\n"
+    ]
+    out.append(
+        table(
+            ("status", "name", "what GE says", "source"),
+            [(code(n), code(name), text, code(src)) for n, (name, text, src) in sorted(catalog.GE_STATUSES.items())],
+        )
+    )
     return "".join(out)
 
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import marked_pids, require, wait_until
+from helpers import diagnosis_disagreements, marked_pids, require, wait_until
 
 
 @pytest.fixture
@@ -58,3 +58,29 @@ def slurm_cluster(tmp_path_factory):
         yield cluster.up()
     finally:
         cluster.down()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """One diagnosis: over every job directory the suite's tests left (each failure kind the suite produces:
+    exits, signals, exceptions, CANN codes, hangs, lost peers, NPU faults, restarts, ...), ``npulaunch diagnose``
+    judging the job's records must name the root cause ``report`` names. A disagreement fails the run."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None or session.config.option.collectonly:
+        return
+    try:
+        base = factory.getbasetemp()
+    except (OSError, ValueError):
+        return
+    checked, disagreements = diagnosis_disagreements(Path(base))
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and checked:
+        if disagreements:
+            reporter.write_line(
+                f"one diagnosis: diagnose and report disagree on {len(disagreements)} of {checked} jobs:"
+            )
+        else:
+            reporter.write_line(f"one diagnosis: diagnose names report's root cause in all {checked} job directories")
+        for line in disagreements:
+            reporter.write_line("  " + line, red=True)
+    if disagreements:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import psutil
 import pytest
@@ -58,6 +58,80 @@ def base_env(extra: Optional[Dict[str, str]] = None, standins: bool = False) -> 
         env["PATH"] = str(STANDINS) + os.pathsep + env["PATH"]
     env.update(extra or {})
     return env
+
+
+def py_spy_denied(directory: Path) -> Dict[str, str]:
+    """An environment whose py-spy cannot attach, as where ptrace is not permitted (a container without
+    SYS_PTRACE): it prints py-spy's message and fails, so the stacks come from the ranks' own signal."""
+    bin_dir = directory / "py-spy-denied"
+    bin_dir.mkdir(exist_ok=True)
+    tool = bin_dir / "py-spy"
+    said = "Permission Denied: Try running again with elevated permissions by going 'sudo env \"PATH=$PATH\" !!'"
+    tool.write_text(f'#!/bin/sh\necho "{said}"\nexit 1\n')
+    tool.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def diagnosis_disagreements(root: Path) -> Tuple[int, List[str]]:
+    """``(checked, disagreements)``: how many finished job directories are under ``root``, and each one whose
+    root cause ``npulaunch diagnose`` (from the job's own records) names differently from ``report`` (its
+    summary.json): ``path: report says X, diagnose says Y``."""
+    import json
+
+    from npulaunch.diagnose.offline import is_job_dir, records_failure
+    from npulaunch.plan.layout import JobLayout
+
+    found = []
+    checked = 0
+    for summary_path in sorted(root.rglob("summary.json")):
+        directory = summary_path.parent
+        if directory.name.startswith("attempt-") or not is_job_dir(str(directory)):
+            continue  # an attempt's own summary: its job's summary.json is the report's
+        try:
+            reported = json.loads(summary_path.read_text()).get("root_cause")
+        except (OSError, ValueError):
+            continue  # a test's deliberately damaged record
+        checked += 1
+        layout = JobLayout.open(str(directory))
+        failure = records_failure(layout, str(directory))
+        said = failure.to_json() if failure is not None else None
+        keys = ("rank", "cls", "code")
+        report_says = tuple(reported[k] for k in keys) if reported else None
+        diagnose_says = tuple(said[k] for k in keys) if said else None
+        if report_says != diagnose_says:
+            found.append(f"{directory}: report says {report_says}, diagnose says {diagnose_says}")
+    return checked, found
+
+
+def run_on_pty(args: Sequence[str], columns: int = 140, timeout_s: float = 60, expect: Optional[int] = 0) -> str:
+    """``npulaunch ARGS`` with a new pseudo-terminal as stdin, stdout and stderr; everything it wrote
+    there, as read from the master side (the line discipline's \\r\\n kept); ``expect``: its exit code
+    (None: any)."""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    env = base_env({"COLUMNS": str(columns), "LINES": "40", "TERM": "xterm"})
+    proc = subprocess.Popen(npulaunch_argv(*args), stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    chunks = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every process holding the terminal is gone
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    code = proc.wait(timeout=10)
+    assert expect is None or code == expect, code
+    os.close(master)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def npulaunch_argv(*args: str) -> List[str]:

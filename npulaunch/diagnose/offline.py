@@ -1,7 +1,10 @@
 """``npulaunch diagnose``: the same diagnosis for the logs of any job, npulaunch's or another launcher's:
 files, job directories, plog directories, several ranks' logs at once. Each file is read as the agent
-reads a stream (host/cann/scan.py); the root cause is the earliest cause by the lines' own time stamps
-across the files, then the symptoms it explains. Reads files; decides nothing else.
+reads a stream (host/cann/scan.py). An npulaunch job directory is judged from its own records (events,
+exits, stacks: diagnose/records.py) by the functions the live job used, so ``diagnose`` names the same root
+cause as ``report``; its files' findings are listed beside it. Bare log files: the root cause is the
+earliest cause by the lines' own time stamps (without one, by when its file was last written), then the
+symptoms it explains. Reads files; decides nothing else.
 """
 
 from __future__ import annotations
@@ -11,11 +14,19 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from npulaunch.diagnose.failure import FailureReport
+from npulaunch.diagnose.records import KEPT_FOR_REPORT, hosts_from, load_events, logs_from, results_from
+from npulaunch.diagnose.report import LAST_LINES, failure_report, root_cause
 from npulaunch.diagnose.rootcause import same_failure
+from npulaunch.diagnose.summary import RankSummary
 from npulaunch.host.cann.codes import CAUSE, SYMPTOM
 from npulaunch.host.cann.findings import GENERIC_PHRASES, Finding
 from npulaunch.host.cann.scan import Scanner
 from npulaunch.host.errors import UsageError
+from npulaunch.host.events import EventKind
+from npulaunch.host.records import RankState
+from npulaunch.host.tail import last_lines
+from npulaunch.plan.layout import JobLayout
 
 BLOCK_BYTES = 1 << 20
 LOG_NAMES = re.compile(r"(?:\.(?:log|txt|out|err)$|^(?:stdout|stderr)$|^plog-|^device-)")
@@ -39,15 +50,21 @@ class Diagnosis:
     why: str
     explained: Tuple[Located, ...]  # the symptoms the root cause explains (on other files or ranks)
     others: Tuple[Located, ...]  # every other finding, in time order
+    job_dir: str = ""  # an npulaunch job directory, judged from its records
+    failure: Optional[FailureReport] = None  # its root cause, as ``report`` says it (None: it succeeded)
 
     def to_json(self) -> Dict[str, Any]:
-        return {
+        found: Dict[str, Any] = {
             "files": list(self.files),
             "root_cause": _located_json(self.root) if self.root else None,
             "why": self.why,
             "explained": [_located_json(x) for x in self.explained],
             "others": [_located_json(x) for x in self.others],
         }
+        if self.job_dir:
+            found["job_dir"] = self.job_dir
+            found["failure"] = self.failure.to_json() if self.failure is not None else None
+        return found
 
 
 def log_files(paths: Sequence[str]) -> List[str]:
@@ -66,6 +83,57 @@ def log_files(paths: Sequence[str]) -> List[str]:
 
 
 def diagnose(paths: Sequence[str]) -> Diagnosis:
+    """The diagnosis of a job directory (one path that is one: from its records) or of log files."""
+    if len(paths) == 1 and is_job_dir(paths[0]):
+        return diagnose_job(paths[0])
+    return diagnose_files(paths)
+
+
+def is_job_dir(path: str) -> bool:
+    """Whether the path is an npulaunch job's directory (or one node's in it): its records are there."""
+    if not os.path.isdir(path):
+        return False
+    try:
+        return os.path.exists(JobLayout.open(path).events_path)
+    except UsageError:  # the top of a scheduler's job: one directory per node
+        return False
+
+
+def diagnose_job(job_dir: str) -> Diagnosis:
+    """A job directory judged as ``report`` judged it: the latest attempt's events and each rank's end (its
+    records), through the same root-cause functions, the failure as ``report`` tells it; the findings of its
+    files beside it (what each rank printed)."""
+    layout = JobLayout.open(job_dir)
+    failure = records_failure(layout, job_dir)
+    files = diagnose_files([layout.attempt_dir])
+    why = "from the job's records (events.jsonl: how each rank ended, what the agents saw), as report says it"
+    if failure is None:
+        why = "the job's records show no failure (every rank succeeded)"
+    return replace(files, job_dir=job_dir, failure=failure, why=why)
+
+
+def records_failure(layout: JobLayout, job_dir: str) -> Optional[FailureReport]:
+    """The root cause of a job directory's latest attempt from its records, or None when it succeeded."""
+    events = load_events(layout, job_dir)
+    results = results_from(events)
+    finished = next((e for e in reversed(events) if e.kind is EventKind.JOB_FINISHED), None)
+    stopped = finished is not None and finished.data.get("status") == "stopped"
+    if results and all(r.state is RankState.SUCCEEDED for r in results) and not stopped:
+        return None
+    cause = root_cause(results, [e for e in events if e.kind in KEPT_FOR_REPORT], hosts_from(events, layout))
+    if cause is None:
+        return None
+    logs = logs_from(events, layout)
+    ranks = []
+    for result in results:
+        out, err = logs.get(result.rank, ("", ""))
+        ranks.append(
+            RankSummary(result, out, err, tuple(last_lines(out, LAST_LINES)), tuple(last_lines(err, LAST_LINES)))
+        )
+    return failure_report(cause, ranks)
+
+
+def diagnose_files(paths: Sequence[str]) -> Diagnosis:
     files = log_files(paths)
     scanner = Scanner()
     located: List[Located] = []
@@ -104,21 +172,34 @@ def _blocks(path: str) -> Iterator[bytes]:
         raise UsageError(f"{path}: {error.strerror}") from None
 
 
-def _order(x: Located, position: int) -> Tuple[int, float, int]:
-    """Stamped findings by their time, then those without a stamp in the order they were read."""
+def _order(x: Located, position: int, written: Dict[str, float]) -> Tuple[int, float, int]:
+    """Stamped findings by their time, then those without a stamp by when their file was last written (a rank
+    that failed stopped writing first; the ranks that waited for it wrote on: their timeouts, their ends),
+    then in the order they were read."""
     stamp = x.finding.time
-    return (0, stamp, position) if stamp is not None else (1, 0.0, position)
+    return (0, stamp, position) if stamp is not None else (1, written.get(x.path, 0.0), position)
+
+
+def _written(files: Sequence[str]) -> Dict[str, float]:
+    found = {}
+    for path in files:
+        try:
+            found[path] = os.path.getmtime(path)
+        except OSError:
+            pass
+    return found
 
 
 def _judge(files: Tuple[str, ...], located: List[Located]) -> Diagnosis:
-    ordered = [x for _, x in sorted(enumerate(located), key=lambda p: _order(p[1], p[0]))]
+    written = _written(files)
+    ordered = [x for _, x in sorted(enumerate(located), key=lambda p: _order(p[1], p[0], written))]
     causes = [x for x in ordered if x.finding.kind == CAUSE]
     if causes:
         root: Optional[Located] = causes[0]
         why = "the earliest cause" + (
             " by the lines' own time stamps"
             if root and root.finding.time is not None
-            else " (no time stamps: read order)"
+            else " (its lines carry no time stamp: by when each file was last written)"
         )
     elif ordered:
         root = ordered[0]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import resource
 import signal
 from dataclasses import replace
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.diagnose import rootcause
 from npulaunch.diagnose.cause import RootCause
@@ -19,12 +19,15 @@ from npulaunch.host.cann.shapes import strip_prefix
 from npulaunch.host.errorfile import raised_text, written_at
 from npulaunch.host.events import Event
 from npulaunch.host.lazyre import lazy_re
+from npulaunch.host.pystacks import TRACEBACK_FRAME, is_library
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
 from npulaunch.host.spec import process_name
 from npulaunch.host.tail import last_lines
 from npulaunch.plan.launchplan import LaunchPlan
 
 LAST_LINES = 10
+TRACEBACK_LINES, TRACEBACK_BYTES = 400, 256 * 1024  # how far back a long traceback is looked for in the log
+TRACEBACK_SHOWN = 40  # lines of it in the excerpt
 EXIT_OK, EXIT_RANK_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -66,47 +69,14 @@ def build_report(
         if code == EXIT_OK
         else (JobStatus.STOPPED if outcome.stop_signal is not None else JobStatus.FAILED)
     )
-    cause = rootcause.pick(outcome.ranks, events) if code != EXIT_OK or events else None
-    if cause is not None:
-        cause = with_raised(cause, outcome.ranks)
+    cause = root_cause(outcome.ranks, events, hosts_of(plan)) if code != EXIT_OK or events else None
     if status is JobStatus.SUCCEEDED:
         cause = None
     ranks = []
     for result in outcome.ranks:
         stdout, stderr = plan.log_paths(specs[result.rank])
         ranks.append(RankSummary(result, stdout, stderr, _log_tail(stdout), _log_tail(stderr)))
-    root = None
-    if cause is not None:
-        ended = next(r for r in ranks if r.result.rank == cause.rank)
-        result = ended.result
-        log_path = ended.stderr if ended.stderr_tail else ended.stdout
-        if cause.cls == NPU_FAULT:
-            level = (cause.code_info or {}).get("level")
-            reason = f"NPU {cause.device_id} of {cause.host} (rank {cause.rank}) reported fault {cause.code or '?'}"
-            reason += f" ({level})" if level else ""
-        elif cause.cls == HOST_LOST:
-            reason = f"host {cause.host} was lost (rank {cause.rank} and the others there)"
-        elif result.state in (RankState.FAILED, RankState.SPAWN_FAILED) and cause.raised:
-            reason = f"{process_name(cause.rank)} raised {raised_text(cause.raised)} and {describe_end(result)}"
-        elif result.state in (RankState.FAILED, RankState.SPAWN_FAILED):
-            reason = f"{process_name(cause.rank)} {describe_end(result)}"
-        elif cause.cls == "hang":
-            reason = f"{process_name(cause.rank)} hung"
-        else:
-            reason = f"{process_name(cause.rank)} reported {cause.code} ({cause.cls})"
-        tail = ended.stderr_tail or ended.stdout_tail
-        if cause.cls == PYTHON_EXCEPTION:
-            cause = _python_cause(cause, tail)
-        root = FailureReport(
-            cause,
-            result.pid,
-            result.exit_code,
-            result.signal,
-            result.end_time,
-            reason,
-            log_path,
-            tail,
-        )
+    root = failure_report(cause, ranks) if cause is not None else None
     job = JobInfo(
         job_id=plan.job_id,
         name=plan.job_name,
@@ -123,6 +93,56 @@ def build_report(
         launcher_cpu_s=_own_cpu_s(),
     )
     return JobSummary(job, root, tuple(ranks))
+
+
+def hosts_of(plan: LaunchPlan) -> Dict[str, List[int]]:
+    """Every host of the job and its ranks, by each name the job knows it by: its name, and the address its
+    ranks were given (``HCCL_IF_IP``), which is what a peer's lines print."""
+    hosts: Dict[str, List[int]] = {}
+    for spec in plan.ranks:
+        for name in dict.fromkeys((spec.host, spec.env.get("HCCL_IF_IP") or spec.host)):
+            hosts.setdefault(name, []).append(spec.rank)
+    return hosts
+
+
+def root_cause(
+    results: Sequence[RankResult], events: Sequence[Event], hosts: Mapping[str, Sequence[int]]
+) -> Optional[RootCause]:
+    """The root cause of an attempt from its ranks' ends and its events (the live job's, or a job directory's
+    records read back: diagnose/records.py), with what its rank raised."""
+    cause = rootcause.pick(results, events, hosts)
+    return with_raised(cause, results) if cause is not None else None
+
+
+def failure_report(cause: RootCause, ranks: Sequence[RankSummary]) -> FailureReport:
+    """The root cause as the report tells it: in a sentence, with its rank's log and last lines, a Python
+    failure at the user's line."""
+    ended = next(r for r in ranks if r.result.rank == cause.rank)
+    result = ended.result
+    log_path = ended.stderr if ended.stderr_tail else ended.stdout
+    tail = ended.stderr_tail or ended.stdout_tail
+    if cause.cls == PYTHON_EXCEPTION:
+        cause = _python_cause(cause, tail, lambda: last_lines(log_path, TRACEBACK_LINES, TRACEBACK_BYTES))
+    return FailureReport(
+        cause, result.pid, result.exit_code, result.signal, result.end_time, _reason(cause, result), log_path, tail
+    )
+
+
+def _reason(cause: RootCause, result: RankResult) -> str:
+    if cause.cls == NPU_FAULT:
+        level = (cause.code_info or {}).get("level")
+        reason = f"NPU {cause.device_id} of {cause.host} (rank {cause.rank}) reported fault {cause.code or '?'}"
+        return reason + (f" ({level})" if level else "")
+    if cause.cls == HOST_LOST:
+        return f"host {cause.host} was lost (rank {cause.rank} and the others there)"
+    failed = result.state in (RankState.FAILED, RankState.SPAWN_FAILED)
+    if failed and cause.raised:
+        return f"{process_name(cause.rank)} raised {raised_text(cause.raised)} and {describe_end(result)}"
+    if failed or cause.cls in ("exit", "signal"):  # failed, or ended on its own while the others still needed it
+        return f"{process_name(cause.rank)} {describe_end(result)}"
+    if cause.cls == "hang":
+        return f"{process_name(cause.rank)} {cause.first_line or 'hung'}"
+    return f"{process_name(cause.rank)} reported {cause.code} ({cause.cls})"
 
 
 PYTHON_EXCEPTION = "python_exception"  # the failure class of an exception a script raised
@@ -155,38 +175,47 @@ def with_raised(cause: RootCause, results: Sequence[RankResult]) -> RootCause:
 
 # "ValueError: bad", "numpy.linalg.LinAlgError: ...", "KeyboardInterrupt": a traceback's last line
 _EXCEPTION_LINE = lazy_re(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Fault)\b(?::.*)?$")
-_FRAME_LINE = lazy_re(r'^\s+File "[^"]*", line \d+')
 
 
 def python_exception(lines: Sequence[str]) -> Optional[Tuple[str, Optional[str]]]:
-    """The exception line of the last traceback in ``lines`` and its innermost frame
-    (``File "train.py", line 3, in load``), or None when there is no complete traceback. A launcher's
+    """The exception line of the last traceback in ``lines`` and where it was raised: the innermost frame in
+    the user's own files (``File "train.py", line 3, in load``), not in site-packages or the framework (those
+    stay in the excerpt), else the innermost frame; None when there is no complete traceback. A launcher's
     prefix before each line (torch's ``[rank1]: `` once a process group exists) is not part of it."""
     lines = [strip_prefix(line) for line in lines]
     start = max((i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")), default=-1)
     if start < 0:
         return None
-    frame = None
+    frames: List[Tuple[str, bool]] = []  # (the frame's line, whether it is in the user's files)
     for line in lines[start + 1 :]:
-        if _FRAME_LINE.match(line):
-            frame = line.strip()
+        frame = TRACEBACK_FRAME.match(line)
+        if frame is not None:
+            frames.append((line.strip(), not is_library(frame.group("file"))))
         elif _EXCEPTION_LINE.match(line):
-            return line.strip(), frame
+            own = [text for text, mine in frames if mine] or [text for text, _ in frames]
+            return line.strip(), own[-1] if own else None
     return None
 
 
-def _python_cause(cause: RootCause, tail: Sequence[str]) -> RootCause:
-    """A Python failure as its exception line and innermost frame (what a user looks for first),
-    the traceback itself once, in the log's last lines, when they hold it. When the rank's error file
-    said what it raised, that is the line, and its traceback is the one shown (views/reporttext.py)."""
+def _python_cause(cause: RootCause, tail: Sequence[str], more: Callable[[], Sequence[str]]) -> RootCause:
+    """A Python failure as its exception line and where it was raised in the user's code (what a user looks
+    for first), the traceback itself once, in the log's last lines, when they hold it. A traceback longer than
+    the finding's excerpt and the log's tail (a failure deep inside a framework) is read from the log's end
+    (``more``). When the rank's error file said what it raised, that is the line, and its traceback is the
+    one shown (views/reporttext.py)."""
     if cause.raised:
         shown = () if cause.raised.get("traceback") else cause.excerpt
         return replace(cause, first_line=raised_text(cause.raised), excerpt=shown)
-    found = python_exception(list(cause.excerpt)) or python_exception(list(tail))
+    excerpt = list(cause.excerpt)
+    found = python_exception(excerpt) or python_exception(list(tail))
+    if found is None:
+        longer = list(more())
+        found = python_exception(longer)
+        if found is not None:
+            excerpt = _last_traceback(longer)
     if found is None:
         return cause
     line, frame = found
-    excerpt = list(cause.excerpt)
     starts = [i for i, text in enumerate(excerpt) if strip_prefix(text).startswith("Traceback (most recent call last)")]
     if starts:  # the traceback, not the log lines before it (a framework's warnings)
         excerpt = excerpt[starts[-1] :]
@@ -196,6 +225,21 @@ def _python_cause(cause: RootCause, tail: Sequence[str]) -> RootCause:
         first_line=line + (f" (at {frame})" if frame else ""),
         excerpt=() if shown_once else tuple(excerpt),
     )
+
+
+def _last_traceback(lines: Sequence[str]) -> List[str]:
+    """The last traceback of the lines, through its exception line, cut in the middle when it is long (its
+    outer frames, where the script called in, and its innermost ones stay)."""
+    start = max(i for i, text in enumerate(lines) if strip_prefix(text).startswith("Traceback (most recent call last)"))
+    end = next(
+        (i for i in range(start + 1, len(lines)) if _EXCEPTION_LINE.match(strip_prefix(lines[i]))), len(lines) - 1
+    )
+    shown = list(lines[start : end + 1])
+    if len(shown) > TRACEBACK_SHOWN:
+        cut = len(shown) - TRACEBACK_SHOWN
+        half = TRACEBACK_SHOWN // 2
+        shown = shown[:half] + [f"... ({cut} lines of the traceback not shown)"] + shown[-half:]
+    return shown
 
 
 def _own_cpu_s() -> float:

@@ -6,7 +6,7 @@ a fault of the hardware is diagnose/hardware.py's.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from npulaunch.diagnose.cause import (
     RootCause,
@@ -16,7 +16,9 @@ from npulaunch.diagnose.cause import (
     ranked_findings,
     ranks_word,
 )
+from npulaunch.diagnose.hang import hang_root_cause
 from npulaunch.diagnose.hardware import hardware_cause
+from npulaunch.diagnose.peers import elsewhere
 from npulaunch.host.cann.codes import CAUSE, SYMPTOM, specificity
 from npulaunch.host.cann.findings import GENERIC_PHRASES
 from npulaunch.host.errorfile import written_at
@@ -30,16 +32,21 @@ def _exit_text(result: RankResult) -> str:
     return f"killed by {result.signal}" if result.signal else f"exit {result.exit_code}"
 
 
-def pick(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[RootCause]:
+def pick(
+    results: Sequence[RankResult], events: Sequence[Event], hosts: Optional[Mapping[str, Sequence[int]]] = None
+) -> Optional[RootCause]:
     """The root cause, or None when every rank succeeded and nothing was reported. A fault of the
     hardware (an NPU the health watch saw fail, a host lost) comes before what the ranks printed when it
-    came first or struck the rank that failed first (hardware_cause)."""
-    software = _software_cause(results, events)
+    came first or struck the rank that failed first (hardware_cause). ``hosts``: every host of the job and
+    its ranks (a node of a multi-node job has the results of its own ranks only)."""
+    software = _software_cause(results, events, hosts or {})
     hardware = hardware_cause(results, events, software)
     return hardware or software
 
 
-def _software_cause(results: Sequence[RankResult], events: Sequence[Event]) -> Optional[RootCause]:
+def _software_cause(
+    results: Sequence[RankResult], events: Sequence[Event], hosts: Mapping[str, Sequence[int]]
+) -> Optional[RootCause]:
     """The root cause among what the ranks printed and how they ended."""
     by_rank = {r.rank: r for r in results}
     ranked = ranked_findings(events)
@@ -70,10 +77,22 @@ def _software_cause(results: Sequence[RankResult], events: Sequence[Event]) -> O
         _, rank, event = min(candidates, key=lambda c: (c[0], c[1]))
         why = "the earliest failure that is a cause"
     elif symptoms:
-        _, rank, event = symptoms[0]
-        why = "no rank reported a cause; this is the earliest symptom"
+        left = _left_first(results, symptoms[0][0])
+        said = sorted({signature_label(e.data) for _, _, e in symptoms if e is not None})
+        waited = ranks_word(sorted(r for _, r, _ in symptoms))
+        if left is not None:
+            rank, event = left.rank, None
+            why = (
+                f"no rank reported a cause; {waited} reported {', '.join(said)} (waiting on a peer that went away), "
+                f"after rank {rank} ended on its own"
+            )
+        else:
+            _, rank, event = symptoms[0]
+            why = f"no rank reported a cause; {waited} reported {', '.join(said)} (symptoms of waiting on a peer)"
+            why += elsewhere([e for _, _, e in symptoms if e is not None], hosts, [r.rank for r in results])
+            why += "; this is the earliest symptom"
     elif hang is not None:
-        return _hang_cause(by_rank, hang, first)
+        return hang_root_cause(hang, events, results, lambda root: rank_groups(results, first, root))
     else:
         return None
     result = by_rank[rank]
@@ -93,7 +112,7 @@ def _software_cause(results: Sequence[RankResult], events: Sequence[Event]) -> O
             "exit",
             _exit_text(result),
             (),
-            "see the rank's log",
+            LEFT_HINT if result.state is RankState.SUCCEEDED else "see the rank's log",
             False,
             why + f" (rank {rank} {_exit_text(result)} at {clock_text(result.end_time)})",
             rank_groups(results, first, rank),
@@ -133,6 +152,22 @@ def _software_cause(results: Sequence[RankResult], events: Sequence[Event]) -> O
     )
 
 
+def _left_first(results: Sequence[RankResult], first_symptom: float) -> Optional[RankResult]:
+    """The rank that ended on its own (code 0: its loop ended early, a branch that returned) before the
+    others reported losing a peer: who they lost."""
+    ended = [
+        r
+        for r in results
+        if r.state is RankState.SUCCEEDED and r.end_time is not None and r.end_time <= first_symptom + PEER_SLACK_S
+    ]
+    return min(ended, key=lambda r: (r.end_time or 0.0, r.rank)) if ended else None
+
+
+LEFT_HINT = (
+    "the rank left the job while the others still waited for it in a collective: it ran fewer steps or batches "
+    "than they did (uneven data shards, a different stop condition, a branch that returns early)"
+)
+PEER_SLACK_S = 1.0  # a symptom read this soon after a peer's exit may have been printed before it was reaped
 FAILURE_WINDOW_S = 5.0  # a rank's findings this close after its first are the same failure (MindSpore's log line,
 # then the exception that carries CANN's block; torch_npu's traceback, then the plog's device error)
 
@@ -169,34 +204,3 @@ def _names_it(other: Event, phrase: Dict[str, Any]) -> bool:
     if not other.data.get("code"):
         return False
     return other.data.get("signature_kind") == CAUSE or phrase.get("signature") in GENERIC_PHRASES
-
-
-def _hang_cause(by_rank: Dict[int, RankResult], hang: Event, first: Dict[int, Event]) -> RootCause:
-    silent = {int(k): v for k, v in hang.data.get("silent_s", {}).items()}
-    rank = max(silent, key=lambda r: (silent[r], -r)) if silent else min(by_rank)
-    result = by_rank[rank]
-    scope = (
-        "the whole job stopped printing"
-        if hang.data.get("whole_job")
-        else f"{ranks_word(sorted(silent))} stopped printing"
-    )
-    why = (
-        f"no rank failed or reported an error; {scope} ({hang.data.get('phase')} phase, limit "
-        f"{hang.data.get('limit_s')} s); rank {rank} has been silent longest ({silent.get(rank, 0):.1f} s)"
-    )
-    return RootCause(
-        rank,
-        result.host,
-        result.device_id,
-        "hang",
-        "",
-        hang.time,
-        "watchdog",
-        "",
-        (),
-        "the job made no progress: look at the last lines and stack dumps of the silent ranks; "
-        "monitor.hang_timeout_s sets the limit",
-        False,
-        why,
-        rank_groups(list(by_rank.values()), first, rank),
-    )

@@ -245,6 +245,14 @@ class JobSummary:
         return self.job.status
 
     @property
+    def span(self) -> Tuple[float, float]:
+        """The whole job's start and end: from its first attempt's start to its last attempt's end.
+        ``job`` holds the last attempt's times (its timeline's); a job that ran once has them both."""
+        starts = [a.start_time for a in self.attempts or () if a.start_time is not None]
+        ends = [a.end_time for a in self.attempts or () if a.end_time is not None]
+        return min(starts + [self.job.start_time]), max(ends + [self.job.end_time])
+
+    @property
     def retryable(self) -> bool:
         """Whether running the job again may help: it failed, and its root cause says a restart can."""
         return self.status is JobStatus.FAILED and self.root_cause is not None and self.root_cause.cause.retryable

@@ -30,6 +30,7 @@ import stat
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from npulaunch.host.lazyre import lazy_re
+from npulaunch.host.pystacks import TRACEBACK_FRAME, is_library
 from npulaunch.host.trace import debug
 
 ERROR_FILE_VAR = "TORCHELASTIC_ERROR_FILE"
@@ -40,10 +41,7 @@ MAX_TRACEBACK_CHARS = 16 << 10  # its end is kept: the innermost frames and the 
 # clock (a few ms behind time.time()), and some file systems keep whole or even two seconds
 MTIME_SLACK_S = 2.0
 
-_FRAME = lazy_re(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<func>.*)$')
 _TYPE = lazy_re(r"[A-Za-z_][\w.]*")
-# frames outside the user's code: the interpreter's library, installed packages, frozen modules
-_LIBRARY = lazy_re(r"[/\\](?:site-packages|dist-packages)[/\\]|[/\\]lib[/\\]python\d+(?:\.\d+)?[/\\]|^<")
 _HEADER = "Traceback (most recent call last):"
 
 
@@ -197,7 +195,7 @@ def _last_traceback(callstack: str) -> Tuple[List[Tuple[str, str, str]], str]:
     frames = []
     last = ""
     for line in lines[start + 1 :]:
-        match = _FRAME.match(line)
+        match = TRACEBACK_FRAME.match(line)
         if match is not None:
             frames.append((match.group("file"), match.group("line"), match.group("func")))
             last = ""
@@ -208,7 +206,7 @@ def _last_traceback(callstack: str) -> Tuple[List[Tuple[str, str, str]], str]:
 
 def _where(frames: List[Tuple[str, str, str]]) -> str:
     """The innermost frame in the user's code (else the innermost of all), as ``train.py:41, in step``."""
-    own = [frame for frame in frames if not _LIBRARY.search(frame[0])]
+    own = [frame for frame in frames if not is_library(frame[0])]
     chosen = (own or frames)[-1:] if frames else []
     if not chosen:
         return ""

@@ -230,6 +230,53 @@ def snapshot() -> Dict[int, ProcInfo]:
     return table
 
 
+class ThreadSample(NamedTuple):
+    """A process's main thread as the process table shows it: what a hung rank is doing without its stack."""
+
+    state: str  # R running, S sleeping, D uninterruptible (a driver, a disk), T stopped, ...
+    cpu_s: float  # CPU seconds it has used (user + system)
+    wchan: str  # where in the kernel it sleeps ("futex_do_wait", "hrtimer_nanosleep", ...), "" when running
+
+
+def sample_main_thread(pid: int) -> Optional[ThreadSample]:
+    """The main thread (the thread whose id is the pid) of a live process, or None."""
+    base = "/proc/%d/task/%d/" % (pid, pid)
+    try:
+        with open(base + "stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].decode("ascii", "replace").split()
+    if len(fields) < 13 or fields[0] in ("Z", "X"):
+        return None
+    try:
+        with open(base + "wchan") as handle:
+            wchan = handle.read().strip()
+    except OSError:
+        wchan = ""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    return ThreadSample(fields[0], (int(fields[11]) + int(fields[12])) / float(ticks), "" if wchan == "0" else wchan)
+
+
+def python_process(pgid: int, table: Mapping[int, ProcInfo]) -> int:
+    """The process of a rank's group that runs Python: the leader when it does (``python train.py``),
+    else the group's first Python process (``bash run.sh`` that starts python), else the leader."""
+    members = sorted(pid for pid, info in table.items() if info.pgid == pgid)
+    for pid in [pgid] + [pid for pid in members if pid != pgid]:
+        if _runs_python(pid):
+            return pid
+    return pgid
+
+
+def _runs_python(pid: int) -> bool:
+    try:
+        with open("/proc/%d/comm" % pid) as handle:
+            name = handle.read().strip()
+    except OSError:
+        return False
+    return name.startswith(("python", "pypy"))
+
+
 def live_members(pgids: Set[int], table: Optional[Dict[int, ProcInfo]] = None) -> Dict[int, int]:
     """``{pid: pgid}`` of live processes in the given process groups."""
     table = snapshot() if table is None else table

@@ -64,8 +64,9 @@ class LocalRunner:
     def kill(self, reason: str) -> None:
         self.agent.kill(reason)
 
-    def dump_stacks(self, ranks: Sequence[int]) -> None:
+    def dump_stacks(self, ranks: Sequence[int]) -> int:
         self.agent.dump_stacks(ranks)
+        return 1
 
     def result(self) -> AgentOutcome:
         assert self._outcome is not None, "result() before the runner is done"

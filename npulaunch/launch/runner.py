@@ -49,9 +49,9 @@ class RankRunner(Protocol):
 
     def kill(self, reason: str) -> None: ...
 
-    def dump_stacks(self, ranks: Sequence[int]) -> None:
-        """Ask these ranks for their Python stacks, off the loop: a STACKS_DUMPED event follows
-        (its files may be on the ranks' hosts)."""
+    def dump_stacks(self, ranks: Sequence[int]) -> int:
+        """Ask these ranks for their Python stacks, off the loop: a STACKS_DUMPED event follows from
+        each host asked (its files are on that host); returns how many hosts were asked."""
         ...
 
     def result(self) -> AgentOutcome: ...

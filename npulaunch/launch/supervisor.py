@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
-from typing import IO, List, Mapping, Optional, Set, Tuple
+from typing import IO, Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from npulaunch.diagnose.cause import ranks_word
+from npulaunch.diagnose.records import KEPT_FOR_REPORT
 from npulaunch.diagnose.report import build_report, describe_exit, python_exception
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S
@@ -34,8 +35,6 @@ from npulaunch.launch.jobdir import (
 from npulaunch.launch.runner import Console, RankOutput, RankRunner
 from npulaunch.plan.launchplan import LaunchPlan
 
-# what the root cause is decided from (diagnose/rootcause.py), and recovery's exclusions (launch/recovery.py)
-KEPT_FOR_REPORT = (EventKind.SIGNATURE_MATCHED, EventKind.HANG_DETECTED, EventKind.NPU_HEALTH, EventKind.AGENT_LOST)
 PULL_TIMEOUT_S = 0.5  # the longest the loop waits on the runner before checking its own deadlines
 DUMP_WAIT_S = STACK_DUMP_LIMIT_S + 2.0  # a remote host's STACKS_DUMPED may never come: stop anyway
 
@@ -55,6 +54,8 @@ class Supervisor:
         self.last_step: Optional[int] = None  # the furthest step any rank printed (PROGRESS events)
         self._health_said: Set[Tuple[str, str]] = set()  # (host, why) of "not answered" shown
         self._stop_after_dumps: Optional[Tuple[str, float]] = None  # (reason, monotonic deadline)
+        self._dumps_due = 0  # hosts whose STACKS_DUMPED has not come yet
+        self._hang_seen = False
         self.record_error: Optional[str] = None  # the first failure to write the job record
         self._events_failed = False
 
@@ -189,6 +190,44 @@ class Supervisor:
             what = {"pre_separate": "no new work is placed there", "report": "nothing to do"}.get(str(action), "")
             self.console.message(f"health watch: {where}: {seen} ({level}): {what}")
 
+    def _on_hang(self, data: Mapping[str, Any]) -> None:
+        """A hang: every process's stack and process-table state first (the silent ranks are not the only
+        evidence: the ones waiting in a collective say who they wait for), then the stop, once every host
+        asked has answered or DUMP_WAIT_S has passed. A second host's hang of the same stall adds nothing."""
+        if self._hang_seen:
+            return
+        self._hang_seen = True
+        scope = "every rank" if data["whole_job"] else ranks_word(data["ranks"])
+        self.console.message(
+            f"hang: {scope} printed nothing for more than {data['limit_s']:g} s ({data['phase']}); "
+            "reading every rank's stack, then stopping the job"
+        )
+        everyone = [spec.rank for spec in self.plan.processes]
+        debug(
+            __name__,
+            "hang: dumping the stacks of %d processes, stopping when read (at most %g s)",
+            len(everyone),
+            DUMP_WAIT_S,
+        )
+        self._stop_after_dumps = ("hang detected", time.monotonic() + DUMP_WAIT_S)
+        self._dumps_due = self.runner.dump_stacks(everyone) or 1
+
+    def _on_stacks(self, data: Mapping[str, Any]) -> None:
+        """A host's stacks are read: say where they are (and why py-spy gave none), stop once every host has."""
+        for path in data.get("files", []):
+            self.console.message(f"stack dump: {path}")
+        for what in data.get("timed_out", []):
+            self.console.message(f"stack dump did not finish in time and was killed: {what}")
+        unread: Dict[str, List[int]] = {}
+        for rank, said in (data.get("ranks") or {}).items():
+            if said.get("note"):
+                unread.setdefault(str(said["note"]), []).append(int(rank))
+        for note, ranks in unread.items():
+            self.console.message(f"no stack by py-spy for {ranks_word(sorted(ranks))} ({note})")
+        self._dumps_due -= 1
+        if self._stop_after_dumps is not None and self._dumps_due <= 0:
+            self._stop_now("stacks dumped")
+
     def _record(self, event: Event) -> None:
         assert self._events is not None
         if self.record_error is not None and self._events_failed:
@@ -236,26 +275,10 @@ class Supervisor:
                 self.runner.stop(f"{process_name(event.rank)} reported {signature_label(data)}")
             return
         if kind is EventKind.HANG_DETECTED:
-            scope = "every rank" if data["whole_job"] else ranks_word(data["ranks"])
-            self.console.message(
-                f"hang: {scope} printed nothing for more than {data['limit_s']:g} s ({data['phase']}); stopping the job"
-            )
-            debug(
-                __name__,
-                "hang: dumping the stacks of ranks %s, stopping when written (at most %g s)",
-                data["ranks"],
-                DUMP_WAIT_S,
-            )
-            self._stop_after_dumps = ("hang detected", time.monotonic() + DUMP_WAIT_S)
-            self.runner.dump_stacks(data["ranks"])
+            self._on_hang(data)
             return
         if kind is EventKind.STACKS_DUMPED:
-            for path in data.get("files", []):
-                self.console.message(f"stack dump: {path}")
-            for what in data.get("timed_out", []):
-                self.console.message(f"stack dump did not finish in time and was killed: {what}")
-            if self._stop_after_dumps is not None:
-                self._stop_now("stacks dumped")
+            self._on_stacks(data)
             return
         failed = kind is EventKind.RANK_SPAWN_FAILED or (
             kind is EventKind.RANK_EXITED and data["state"] == RankState.FAILED.value

@@ -8,6 +8,7 @@ import json
 from typing import Any, Iterable, List, Optional, Sequence, Union
 
 from npulaunch.config.catalog import EnvVarSpec, OptionSpec
+from npulaunch.views.columns import fit, terminal_width
 
 Spec = Union[OptionSpec, EnvVarSpec]
 
@@ -32,21 +33,7 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-ELLIPSIS = "…"
 MIN_WRAP = 16  # narrower than this, a wrapping column goes on lines of its own under the row
-
-
-def terminal_width() -> int:
-    """The terminal's width when stdout is one, else 80 (a pipe, a file, CI logs)."""
-    import shutil
-    import sys
-
-    return shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else 80
-
-
-def _fit(text: str, width: int) -> str:
-    """``text`` in ``width`` characters, cut with an ellipsis when it is longer."""
-    return text if len(text) <= width else text[: max(0, width - 1)] + ELLIPSIS
 
 
 def _wrap(text: str, width: int) -> List[str]:
@@ -55,7 +42,7 @@ def _wrap(text: str, width: int) -> List[str]:
     import textwrap
 
     lines = textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or [""]
-    return [_fit(line, width) for line in lines]
+    return [fit(line, width) for line in lines]
 
 
 def render_columns(rows: Sequence[Sequence[str]], wrapping: Sequence[int], width: int, caps: Sequence[int]) -> str:
@@ -85,7 +72,7 @@ def render_columns(rows: Sequence[Sequence[str]], wrapping: Sequence[int], width
             spare -= max(0, extra)
     lines: List[str] = []
     for row in rows:
-        head = "  ".join(_fit(row[i], widths[i]).ljust(widths[i]) for i in fixed)
+        head = "  ".join(fit(row[i], widths[i]).ljust(widths[i]) for i in fixed)
         if stacked:
             lines.append(head.rstrip())
             for i in wrapping:

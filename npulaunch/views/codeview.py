@@ -9,6 +9,7 @@ from typing import List, Optional
 
 from npulaunch.diagnose.offline import Diagnosis, Located
 from npulaunch.host.cann.codes import CANN, CAUSE, ECODE, INTERNAL, LEVELS, MODULES, NUMERIC_CLASSES, CodeInfo
+from npulaunch.views.reporttext import root_cause_lines
 
 KIND_TEXT = {
     CAUSE: "cause: a failure of its own",
@@ -62,6 +63,8 @@ def render_diagnosis(diagnosis: Diagnosis) -> str:
     files = len(diagnosis.files)
     found = (1 if diagnosis.root else 0) + len(diagnosis.explained) + len(diagnosis.others)
     lines = [f"npulaunch diagnose: {files} file{'s' if files != 1 else ''}, {found} finding{'s' if found != 1 else ''}"]
+    if diagnosis.job_dir:
+        return "\n".join(lines + _job_lines(diagnosis)) + "\n"
     root = diagnosis.root
     if root is None:
         lines.append(f"  {diagnosis.why}")
@@ -90,6 +93,21 @@ def render_diagnosis(diagnosis: Diagnosis) -> str:
         if len(diagnosis.others) > 20:
             lines.append(f"    ... and {len(diagnosis.others) - 20} more (--json lists every one)")
     return "\n".join(lines) + "\n"
+
+
+def _job_lines(diagnosis: Diagnosis) -> List[str]:
+    """A job directory's diagnosis: its root cause as ``report`` says it, then what its files hold."""
+    lines = [f"  job directory {diagnosis.job_dir}: {diagnosis.why}"]
+    if diagnosis.failure is not None:
+        lines.extend(root_cause_lines(diagnosis.failure))
+    found = ([diagnosis.root] if diagnosis.root else []) + list(diagnosis.explained) + list(diagnosis.others)
+    found.sort(key=lambda x: (x.finding.time is None, x.finding.time or 0.0))
+    if found:
+        lines.append("  findings in its files:")
+        lines.extend(f"    {_where(x)}: {_label(x)}{_at(x.finding.time)}" for x in found[:20])
+        if len(found) > 20:
+            lines.append(f"    ... and {len(found) - 20} more (--json lists every one)")
+    return lines
 
 
 def _label(x: Located) -> str:

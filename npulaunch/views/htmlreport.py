@@ -1,21 +1,26 @@
 """The job report as one self-contained HTML file (``report.html`` in the job directory, and
 ``npulaunch report JOB_DIR --html``): the job in brief, the root cause with its excerpt, the other
 ranks grouped, and a per-rank timeline drawn as inline SVG (start, first output, step rate over time,
-signatures, hangs, the failure, teardown). No network, no external file; the one small script only
-counts what was drawn. Pure rendering from the summary and the events.
+signatures, hangs, the failure, teardown), on time axes whose ticks fall on round values
+(views/timeaxis.py). A framework's extra process (MindSpore's scheduler) has its row, named as what it is.
+No network, no external file; the one small script only counts what was drawn. Pure rendering from the
+summary and the events.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from npulaunch.diagnose.cause import ranks_word
-from npulaunch.diagnose.summary import AttemptRecord, JobStatus, JobSummary
+from npulaunch.diagnose.summary import JobStatus, JobSummary, RankSummary
 from npulaunch.host.errorfile import raised_text
 from npulaunch.host.events import Event, EventKind, signature_label
-from npulaunch.host.records import RankState
+from npulaunch.host.records import RankResult, RankState
+from npulaunch.host.spec import HELPER_RANK, process_name
+from npulaunch.views.htmlattempts import render_attempts
 from npulaunch.views.reporttext import code_lines
+from npulaunch.views.timeaxis import time_ticks
 
 # the layout of the timeline (pixels); tests read the picture by these numbers
 LEFT = 150  # room for the rank labels
@@ -24,6 +29,7 @@ TOP = 40  # above the first row: the axis labels
 ROW = 28  # one rank's row
 BAR = 14  # the bar's height inside its row
 MAX_ROWS = 256  # ranks drawn at most (the others are counted)
+AXIS_INTERVALS = 8  # at most, between the time axis's ticks (each at least 110 px apart)
 STATE_COLOURS = {
     RankState.SUCCEEDED: "#3a9d5d",
     RankState.FAILED: "#d62728",
@@ -45,10 +51,6 @@ def _e(value: Any) -> str:
     return text.replace('"', "&quot;").replace("'", "&#x27;")
 
 
-def _clock(epoch: Optional[float]) -> str:
-    return "-" if epoch is None else time.strftime("%H:%M:%S", time.localtime(epoch))
-
-
 def render_html(summary: JobSummary, events: Sequence[Event], plan: Optional[Dict[str, Any]] = None) -> str:
     job = summary.job
     title = f"npulaunch: job {job.job_id} {job.status.value}"
@@ -59,7 +61,7 @@ def render_html(summary: JobSummary, events: Sequence[Event], plan: Optional[Dic
         f"<style>{_CSS}</style></head><body>",
         f"<h1>job {_e(job.job_id)} <span class='status {_e(job.status.value)}'>{_e(job.status.value)}</span></h1>",
         _brief(summary, plan),
-        _attempts(summary),
+        render_attempts(summary, _e),
         _timeline(summary, events),
         _root_cause(summary),
         _warnings(plan),
@@ -70,13 +72,18 @@ def render_html(summary: JobSummary, events: Sequence[Event], plan: Optional[Dic
 
 
 def _brief(summary: JobSummary, plan: Optional[Dict[str, Any]]) -> str:
+    """The job in brief: the whole job's start and duration (over every attempt: ``job`` holds the last
+    attempt's), its ranks and hosts, where its files are."""
     job = summary.job
+    start, end = summary.span
+    helpers = sum(1 for r in summary.ranks if r.result.rank == HELPER_RANK)
+    ranks = f"{job.world_size} on {len(job.hosts)} host{'s' if len(job.hosts) != 1 else ''}"
     rows = [
         ("exit code", job.exit_code),
-        ("ranks", f"{job.world_size} on {len(job.hosts)} host{'s' if len(job.hosts) != 1 else ''}"),
+        ("ranks", ranks + (f", and {process_name(HELPER_RANK)}" if helpers else "")),
         ("hosts", ", ".join(job.hosts)),
-        ("started", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job.start_time))),
-        ("duration", f"{job.duration_s:.1f} s"),
+        ("started", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(start))),
+        ("duration", _duration(end - start, summary)),
         ("job directory", job.job_dir),
     ]
     if job.stop_signal:
@@ -87,15 +94,24 @@ def _brief(summary: JobSummary, plan: Optional[Dict[str, Any]]) -> str:
     return f"<table class='brief'>{cells}</table>"
 
 
+def _duration(whole_s: float, summary: JobSummary) -> str:
+    """The job's duration, and with restarts how many attempts it took and how long the last one ran."""
+    attempts = len(summary.attempts or ())
+    if attempts < 2:
+        return f"{whole_s:.1f} s"
+    return f"{whole_s:.1f} s, {attempts} attempts (the last {summary.job.duration_s:.1f} s)"
+
+
 def _root_cause(summary: JobSummary) -> str:
     root = summary.root_cause
     if root is None:
         return "<p class='ok'>every rank ended as it should</p>" if summary.job.status is JobStatus.SUCCEEDED else ""
     cause = root.cause
+    device = "" if cause.rank == HELPER_RANK else f", device {_e(cause.device_id)}"  # the scheduler holds none
     lines = [
         "<section class='cause'><h2>root cause</h2>",
-        f"<p class='reason'>{_e(root.reason)} <span class='where'>(host {_e(cause.host)}, device "
-        f"{_e(cause.device_id)}, pid {_e(root.pid)})</span></p>",
+        f"<p class='reason'>{_e(root.reason)} <span class='where'>(host {_e(cause.host)}{device}, "
+        f"pid {_e(root.pid)})</span></p>",
     ]
     if cause.first_line and cause.cls not in ("exit", "signal", "hang"):
         lines.append(f"<p class='error'>{_e(cause.label)} ({_e(cause.cls)}): {_e(cause.first_line)}</p>")
@@ -123,10 +139,20 @@ def _root_cause(summary: JobSummary) -> str:
     return "\n".join(lines)
 
 
+class _Marks(NamedTuple):
+    """What the rows mark beyond each rank's own events: hangs, the root cause, the attempt's end."""
+
+    by_rank: Dict[int, List[Event]]
+    hangs: Dict[int, float]  # rank -> when a hang was reported for it
+    root_rank: Optional[int]
+    cause_time: Optional[float]
+    end: float
+
+
 def _timeline(summary: JobSummary, events: Sequence[Event]) -> str:
     """One row per rank: its life as a bar coloured by how it ended, a line of its step rate (or
     lines per second) over time, and markers for its first output, signatures, hangs and the
-    failure; a dashed line where npulaunch began to stop the job."""
+    failure; a dashed line where npulaunch began to stop the job. With restarts, the last attempt's."""
     job = summary.job
     start, end = job.start_time, max(job.end_time, job.start_time + 0.001)
     span = end - start
@@ -141,62 +167,20 @@ def _timeline(summary: JobSummary, events: Sequence[Event]) -> str:
         f"height='{height}' viewBox='0 0 {LEFT + WIDTH + 20} {height}'>",
         f"<rect x='0' y='0' width='{LEFT + WIDTH + 20}' height='{height}' fill='#ffffff'/>",
     ]
-    for tick in range(6):  # the time axis, seconds since the job started
-        tx = LEFT + WIDTH * tick / 5
-        svg.append(f"<line x1='{tx:.1f}' y1='{TOP - 8}' x2='{tx:.1f}' y2='{height - 20}' stroke='#eeeeee'/>")
-        svg.append(f"<text x='{tx:.1f}' y='{TOP - 14}' class='axis'>{span * tick / 5:.1f} s</text>")
+    svg.extend(_axis(span, height))
     by_rank: Dict[int, List[Event]] = {}
+    hangs: Dict[int, float] = {}
     for event in events:
         if isinstance(event.rank, int):
             by_rank.setdefault(event.rank, []).append(event)
-    root_rank = summary.root_cause.cause.rank if summary.root_cause else None
-    hangs: Dict[int, float] = {}  # rank -> when a hang was reported for it
-    for event in events:
         if event.kind is EventKind.HANG_DETECTED:
             for hung in event.data.get("ranks", []):
                 hangs.setdefault(int(hung), event.time)
+    root = summary.root_cause
+    marks = _Marks(by_rank, hangs, root.cause.rank if root else None, root.cause.time if root else None, end)
     for row, rank in enumerate(ranks):
-        r = rank.result
-        y = TOP + ROW * row
-        mid = y + ROW / 2
-        colour = STATE_COLOURS.get(r.state, "#c7c7c7")
-        ended = r.end_time if r.end_time is not None else end
-        state = r.state.value + (f" ({r.signal or r.exit_code})" if r.state is not RankState.SUCCEEDED else "")
-        svg.append(f"<g class='rank' data-rank='{r.rank}' data-state='{_e(r.state.value)}'>")
-        svg.append(f"<title>rank {r.rank}, device {r.device_id} on {_e(r.host)}: {_e(state)}</title>")
-        svg.append(f"<text x='6' y='{mid + 4:.1f}' class='label'>r{r.rank} d{r.device_id} {_e(r.host)}</text>")
-        svg.append(
-            f"<rect class='life' x='{x(r.start_time):.1f}' y='{mid - BAR / 2:.1f}' "
-            f"width='{max(1.0, x(ended) - x(r.start_time)):.1f}' height='{BAR}' rx='3' fill='{colour}' opacity='0.35'/>"
-        )
-        svg.extend(_rate_line(by_rank.get(r.rank, []), x, mid))
-        for event in by_rank.get(r.rank, []):
-            svg.extend(_marker(event, x, mid))
-        if r.rank in hangs:
-            hx = x(hangs[r.rank])
-            svg.append(
-                f"<path class='marker hang' d='M {hx:.1f} {mid - 7:.1f} l 7 7 l -7 7 l -7 -7 z' fill='{HANG_COLOUR}'>"
-                "<title>hang reported</title></path>"
-            )
-        if r.rank == root_rank:
-            cause_time = summary.root_cause.cause.time if summary.root_cause else None
-            cx = x(r.end_time if r.end_time is not None else cause_time)
-            svg.append(
-                f"<g class='marker failure' data-rank='{r.rank}'><title>root cause: {_e(state)}</title>"
-                f"<line x1='{cx - 7:.1f}' y1='{mid - 7:.1f}' x2='{cx + 7:.1f}' y2='{mid + 7:.1f}' "
-                f"stroke='{FAILURE_COLOUR}' stroke-width='4'/>"
-                f"<line x1='{cx - 7:.1f}' y1='{mid + 7:.1f}' x2='{cx + 7:.1f}' y2='{mid - 7:.1f}' "
-                f"stroke='{FAILURE_COLOUR}' stroke-width='4'/></g>"
-            )
-        svg.append("</g>")
-    teardown = _teardown_time(events)
-    if teardown is not None:
-        tx = x(teardown)
-        svg.append(
-            f"<g class='teardown'><title>npulaunch began to stop the job</title><line x1='{tx:.1f}' y1='{TOP - 6}' "
-            f"x2='{tx:.1f}' y2='{height - 20}' stroke='{TEARDOWN_COLOUR}' stroke-dasharray='4 3'/>"
-            f"<text x='{tx - 3:.1f}' y='{height - 6}' class='axis' text-anchor='end'>teardown</text></g>"
-        )
+        svg.extend(_rank_row(rank.result, TOP + ROW * row, marks, x))
+    svg.extend(_teardown_line(_teardown_time(events), x, height))
     svg.append("</svg>")
     if left_out:
         svg.append(
@@ -208,14 +192,90 @@ def _timeline(summary: JobSummary, events: Sequence[Event]) -> str:
         "line: its steps per second (lines per second when no step is printed); ● first output; "
         "▲ signature (red a cause, orange a symptom); ◆ hang; ✕ the root cause; dashed: teardown</p>"
     )
-    return "<section><h2>timeline</h2>" + "\n".join(svg) + legend + "</section>"
+    attempts = len(summary.attempts or ())
+    which = f"attempt {attempts}, the last: seconds since it began" if attempts > 1 else "seconds since the job began"
+    return f"<section><h2>timeline</h2><p class='legend'>{which}</p>" + "\n".join(svg) + legend + "</section>"
 
 
-def _drawn(summary: JobSummary, events: Sequence[Event]) -> Tuple[List[Any], int]:
-    """The ranks the timeline draws, in rank order, and how many it leaves out: every rank when
-    there are at most MAX_ROWS, else the root cause, the ranks that failed or reported a signature
-    or a hang, then the first of the others (a 32k-rank job's page stays a page)."""
-    ranks = sorted(summary.ranks, key=lambda r: r.result.rank)
+def _teardown_line(teardown: Optional[float], x: Any, height: int) -> List[str]:
+    """A dashed line where npulaunch began to stop the job (nothing when it ended by itself)."""
+    if teardown is None:
+        return []
+    tx = x(teardown)
+    return [
+        f"<g class='teardown'><title>npulaunch began to stop the job</title><line x1='{tx:.1f}' y1='{TOP - 6}' "
+        f"x2='{tx:.1f}' y2='{height - 20}' stroke='{TEARDOWN_COLOUR}' stroke-dasharray='4 3'/>"
+        f"<text x='{tx - 3:.1f}' y='{height - 6}' class='axis' text-anchor='end'>teardown</text></g>"
+    ]
+
+
+def _axis(span: float, height: int) -> List[str]:
+    """The time axis: a tick and a grid line on each round value (views/timeaxis.py)."""
+    parts = []
+    for offset, label in time_ticks(span, max_intervals=AXIS_INTERVALS):
+        tx = LEFT + WIDTH * offset / span
+        anchor = "end" if tx > LEFT + WIDTH - 24 else "middle"  # the last label stays inside the picture
+        parts.append(f"<line x1='{tx:.1f}' y1='{TOP - 8}' x2='{tx:.1f}' y2='{height - 20}' stroke='#eeeeee'/>")
+        parts.append(f"<text x='{tx:.1f}' y='{TOP - 14}' class='axis' text-anchor='{anchor}'>{_e(label)}</text>")
+    return parts
+
+
+def row_names(r: RankResult) -> Tuple[str, str]:
+    """A row's label and the name its tooltip gives: ``r3 d3 host`` and ``rank 3, device 3 on host``; a
+    framework's extra process (MindSpore's scheduler: no rank, no NPU) as what it is, as the console's
+    ``sched`` prefix and the text report's "the scheduler" name it."""
+    if r.rank == HELPER_RANK:
+        return f"scheduler {r.host}", f"{process_name(r.rank)} on {r.host} (not a rank: it holds no NPU)"
+    return f"r{r.rank} d{r.device_id} {r.host}", f"rank {r.rank}, device {r.device_id} on {r.host}"
+
+
+def _rank_row(r: RankResult, y: int, marks: _Marks, x: Any) -> List[str]:
+    """One rank's row: its label, its life, its rate, its markers."""
+    mid = y + ROW / 2
+    colour = STATE_COLOURS.get(r.state, "#c7c7c7")
+    ended = r.end_time if r.end_time is not None else marks.end
+    state = r.state.value + (f" ({r.signal or r.exit_code})" if r.state is not RankState.SUCCEEDED else "")
+    label, name = row_names(r)
+    helper = " helper" if r.rank == HELPER_RANK else ""
+    own = marks.by_rank.get(r.rank, [])
+    svg = [
+        f"<g class='rank{helper}' data-rank='{r.rank}' data-state='{_e(r.state.value)}'>",
+        f"<title>{_e(name)}: {_e(state)}</title>",
+        f"<text x='6' y='{mid + 4:.1f}' class='label'>{_e(label)}</text>",
+        f"<rect class='life' x='{x(r.start_time):.1f}' y='{mid - BAR / 2:.1f}' "
+        f"width='{max(1.0, x(ended) - x(r.start_time)):.1f}' height='{BAR}' rx='3' fill='{colour}' opacity='0.35'/>",
+    ]
+    svg.extend(_rate_line(own, x, mid))
+    for event in own:
+        svg.extend(_marker(event, x, mid))
+    if r.rank in marks.hangs:
+        hx = x(marks.hangs[r.rank])
+        svg.append(
+            f"<path class='marker hang' d='M {hx:.1f} {mid - 7:.1f} l 7 7 l -7 7 l -7 -7 z' fill='{HANG_COLOUR}'>"
+            "<title>hang reported</title></path>"
+        )
+    if r.rank == marks.root_rank:
+        cx = x(r.end_time if r.end_time is not None else marks.cause_time)
+        svg.append(
+            f"<g class='marker failure' data-rank='{r.rank}'><title>root cause: {_e(state)}</title>"
+            f"<line x1='{cx - 7:.1f}' y1='{mid - 7:.1f}' x2='{cx + 7:.1f}' y2='{mid + 7:.1f}' "
+            f"stroke='{FAILURE_COLOUR}' stroke-width='4'/>"
+            f"<line x1='{cx - 7:.1f}' y1='{mid + 7:.1f}' x2='{cx + 7:.1f}' y2='{mid - 7:.1f}' "
+            f"stroke='{FAILURE_COLOUR}' stroke-width='4'/></g>"
+        )
+    svg.append("</g>")
+    return svg
+
+
+def _row_order(rank: RankSummary) -> Tuple[bool, int]:
+    return rank.result.rank == HELPER_RANK, rank.result.rank  # the ranks, then the scheduler
+
+
+def _drawn(summary: JobSummary, events: Sequence[Event]) -> Tuple[List[RankSummary], int]:
+    """The ranks the timeline draws, in rank order (the scheduler after them), and how many it leaves
+    out: every rank when there are at most MAX_ROWS, else the root cause, the ranks that failed or
+    reported a signature or a hang, then the first of the others (a 32k-rank job's page stays a page)."""
+    ranks = sorted(summary.ranks, key=_row_order)
     if len(ranks) <= MAX_ROWS:
         return ranks, 0
     marked = {e.rank for e in events if e.kind is EventKind.SIGNATURE_MATCHED}
@@ -231,7 +291,7 @@ def _drawn(summary: JobSummary, events: Sequence[Event]) -> Tuple[List[Any], int
             break
         if rank.result.rank not in marked:
             chosen.append(rank)
-    chosen.sort(key=lambda r: r.result.rank)
+    chosen.sort(key=_row_order)
     return chosen, len(ranks) - len(chosen)
 
 
@@ -288,79 +348,6 @@ def _teardown_time(events: Sequence[Event]) -> Optional[float]:
     return None
 
 
-def _attempts(summary: JobSummary) -> str:
-    """The attempts of a restarted or recovered job on one time axis: a bar per attempt (its colour its
-    end), what ended it and what it excluded, the gap to the next (stopping, re-planning, resuming), what
-    the next resumed from; then each attempt in words. The timeline below is the last attempt's."""
-    attempts = summary.attempts or ()
-    if len(attempts) < 2:
-        return ""
-    from npulaunch.views.reporttext import attempt_lines
-
-    timed = [a for a in attempts if a.start_time is not None and a.end_time is not None]
-    svg = _attempt_bars(timed) if timed else ""
-    items = "".join(f"<li>{_e(line)}</li>" for line in attempt_lines(attempts))
-    return (
-        "<section><h2>attempts</h2><p>restarts and recoveries on one time axis (the timeline below shows the "
-        f"last attempt)</p>{svg}<ul class='attempt-lines'>{items}</ul></section>"
-    )
-
-
-def _attempt_bars(timed: Sequence[AttemptRecord]) -> str:
-    t0 = min(float(a.start_time or 0) for a in timed)
-    span = max(max(float(a.end_time or 0) for a in timed) - t0, 1e-3)
-    left, width, row = 130.0, 980.0, 30
-    scale = (width - left - 330) / span
-
-    def x(t: float) -> float:
-        return left + (t - t0) * scale
-
-    parts = [f"<text x='{left:.0f}' y='12' class='axis'>0 s</text>"]
-    parts.append(f"<text x='{x(t0 + span):.0f}' y='12' class='axis' text-anchor='end'>{span:.1f} s</text>")
-    for i, a in enumerate(timed):
-        y = 20 + i * row
-        start, end = float(a.start_time or 0), float(a.end_time or 0)
-        colour = {"succeeded": "#2e7d32", "failed": "#c62828"}.get(a.status.value, "#9e9e9e")
-        note = _bar_note(a)
-        parts.append(f"<text x='4' y='{y + 14}' class='lbl'>attempt {a.attempt}: {_e(a.status.value)}</text>")
-        parts.append(
-            f"<rect x='{x(start):.1f}' y='{y}' width='{max((end - start) * scale, 2.0):.1f}' height='20' "
-            f"fill='{colour}'><title>{_e(note)}</title></rect>"
-        )
-        parts.append(f"<text x='{x(end) + 6:.1f}' y='{y + 14}' class='note'>{_e(note)}</text>")
-        following = timed[i + 1] if i + 1 < len(timed) else None
-        if following is not None and following.start_time is not None:
-            gap = float(following.start_time) - end
-            parts.append(
-                f"<line x1='{x(end):.1f}' y1='{y + 20}' x2='{x(float(following.start_time)):.1f}' "
-                f"y2='{y + row}' class='gap'><title>{gap:.1f} s from the end of attempt {a.attempt} to the "
-                f"start of attempt {following.attempt}</title></line>"
-            )
-    height = 20 + len(timed) * row + 6
-    return (
-        f"<svg class='attempts' width='{width:.0f}' height='{height}' role='img' "
-        f"aria-label='attempts on one time axis'>{''.join(parts)}</svg>"
-    )
-
-
-def _bar_note(a: AttemptRecord) -> str:
-    """What ended an attempt and what followed, or what it resumed from, in a few words."""
-    said = []
-    step = (a.resumed or {}).get("step")
-    if a.attempt > 1 and a.resumed is not None:
-        said.append("from the start" if step is None else f"resumed at step {step}")
-    if a.root_cause is not None:
-        said.append(f"{a.root_cause.label} on rank {a.root_cause.rank}")
-    for excluded in a.excluded[:2]:
-        what = f"NPU {excluded['device']}" if excluded.get("device") is not None else "host"
-        said.append(f"excluded {excluded.get('host')} {what}")
-    if a.then:
-        said.append(a.then)
-    if a.steps_lost:
-        said.append(f"{a.steps_lost} step{'' if a.steps_lost == 1 else 's'} lost")
-    return "; ".join(said)
-
-
 def _warnings(plan: Optional[Dict[str, Any]]) -> str:
     warnings = (plan or {}).get("warnings") or []
     if not warnings:
@@ -378,6 +365,7 @@ table.brief th { text-align: left; padding-right: 16px; color: #555; font-weight
 .reason { font-weight: 600; } .where { color: #666; font-weight: normal; }
 .attempts .lbl { font: 12px sans-serif; } .attempts .note { font: 11px sans-serif; fill: #444; }
 .attempts .axis { font: 11px sans-serif; fill: #777; } .attempts line.gap { stroke: #777; stroke-dasharray: 3 2; }
+.attempts line.tick { stroke: #eeeeee; }
 .attempt-lines { font: 12px monospace; list-style: none; padding-left: 0; white-space: pre; }
 pre { background: #f6f6f6; padding: 8px; overflow-x: auto; }
 svg text.axis { font-size: 11px; fill: #777; } svg text.label { font-size: 12px; fill: #222; }
@@ -386,6 +374,6 @@ svg text.axis { font-size: 11px; fill: #777; } svg text.label { font-size: 12px;
 
 # Counts what was drawn into the page's data (a test reads it back through the browser).
 _SCRIPT = (
-    "document.body.dataset.ranksDrawn = document.querySelectorAll('svg.timeline g.rank').length;"
+    "document.body.dataset.ranksDrawn = document.querySelectorAll('svg.timeline g.rank:not(.helper)').length;"
     "document.body.dataset.failureMarkers = document.querySelectorAll('svg.timeline g.marker.failure').length;"
 )

@@ -1,19 +1,21 @@
 """Read a job directory back: ``npulaunch report JOB_DIR`` (the final report again) and
-``npulaunch status JOB_DIR`` (per rank: state, device, last line, lines, time since its last
-output; with restarts, of the latest attempt), for a running or a finished job. Reads files only,
-through JobLayout; never touches the job's processes.
+``npulaunch status JOB_DIR`` (per rank: host, device, state, lines, time since its last output, last
+line, in columns fitted to the terminal; with restarts, of the latest attempt), for a running or a
+finished job. Reads files only, through JobLayout; never touches the job's processes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from npulaunch.diagnose.jsonfields import SummaryError
 from npulaunch.diagnose.liveness import launcher_state
+from npulaunch.diagnose.records import load_events
 from npulaunch.diagnose.summary import AttemptRecord, JobSummary
 from npulaunch.host.errors import UsageError
 from npulaunch.host.events import Event, EventKind, signature_label
@@ -21,41 +23,8 @@ from npulaunch.host.files import read_json
 from npulaunch.host.spec import HELPER_RANK
 from npulaunch.host.tail import last_lines
 from npulaunch.plan.layout import JobLayout
+from npulaunch.views.columns import Column, fit_table, terminal_width
 from npulaunch.views.reporttext import render_report
-
-
-def _events(layout: JobLayout, job_dir: str, damage: Optional[List[str]] = None) -> List[Event]:
-    """The latest attempt's events (``job_dir``: the directory as the user named it). Damaged
-    lines (invalid UTF-8, not JSON, not an event) are skipped and counted in ``damage``; a last line
-    without its newline is one being written, not damage."""
-    path = layout.events_path
-    if not os.path.exists(path):
-        raise UsageError(f"{job_dir} is not an npulaunch job directory (no events.jsonl)")
-    events: List[Event] = []
-    bad = 0
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    lines = data.split(b"\n")
-    for number, raw in enumerate(lines):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw.decode("utf-8"))
-            events.append(Event.from_record(record))
-        except UnicodeDecodeError:
-            bad += 1
-        except ValueError:  # not JSON, or not an event
-            if number < len(lines) - 1:  # a last line without its newline is still being written
-                bad += 1
-        except (KeyError, TypeError, AttributeError):  # not an event this npulaunch knows (another version's?)
-            bad += 1
-    if bad and damage is not None:
-        damage.append(f"{path}: {bad} damaged line(s) skipped")
-    return events
-
 
 HTML_REPORT = "report.html"
 
@@ -75,7 +44,7 @@ def report_html(job_dir: str, summary: Optional[JobSummary] = None) -> str:
         plan = read_json(layout.plan_path)
     except UsageError:
         plan = None
-    return render_html(summary, _events(layout, job_dir), plan if isinstance(plan, dict) else None)
+    return render_html(summary, load_events(layout, job_dir), plan if isinstance(plan, dict) else None)
 
 
 def write_html_report(summary: JobSummary, directory: str) -> Optional[str]:
@@ -101,7 +70,7 @@ def report_text(job_dir: str, as_json: bool) -> str:
     except UsageError as exc:  # not JSON (truncated, invalid UTF-8, ...)
         return f"damaged: {exc}; the job as its events.jsonl tells it:\n" + status_text(job_dir)
     if document is None:
-        _events(layout, job_dir)  # says whether this is a job directory at all
+        load_events(layout, job_dir)  # says whether this is a job directory at all
         raise UsageError(
             f"{job_dir} has no summary.json yet: the job is still running (or its launcher "
             "was killed); see npulaunch status"
@@ -150,6 +119,7 @@ def _status_row(rows: Dict[int, Dict[str, Any]], event: Event) -> None:
             "rank": rank,
             "device_id": data.get("device_id"),
             "pid": data.get("pid"),
+            "host": event.host,
             "state": "running",
             "started": float(event.time),
             "stdout": _text(data.get("stdout")),
@@ -175,7 +145,7 @@ def _finish_rows(rows: Dict[int, Dict[str, Any]], now: float, ended: bool) -> Li
         last_write = max((os.path.getmtime(p) for p in logs), default=row["started"])
         row["silent_s"] = round(max(0.0, now - last_write), 1)
         row["last_line"] = (last_lines(row["stdout"], 1) or [""])[-1] if row.get("stdout") else ""
-    return [rows[r] for r in sorted(rows)]
+    return [rows[r] for r in sorted(rows, key=lambda r: (r == HELPER_RANK, r))]  # the scheduler last
 
 
 def _earlier_attempts(layout: JobLayout) -> List[str]:
@@ -211,43 +181,82 @@ def _summary_or_none(path: str) -> Optional[JobSummary]:
         return None
 
 
-def status_text(job_dir: str) -> str:
+# npulaunch status's columns: as wide as their content; on a narrow terminal the host and the last line
+# are cut with an ellipsis (the wider first), then the state; never the numbers
+STATUS_COLUMNS = (
+    Column("rank", right=True),
+    Column("host", min_width=8),
+    Column("device", right=True),
+    Column("state", min_width=12, keep=1),
+    Column("lines", right=True),
+    Column("silent", right=True),
+    Column("last line", min_width=10),
+)
+LAST_LINE_CHARS = 400  # of a rank's last line, at most, before the table cuts it to its column
+
+
+def status_text(job_dir: str, width: Optional[int] = None) -> str:
+    """``npulaunch status``: the job's state, then a row per rank fitted to ``width`` columns (the
+    terminal's, or 80 off one), then its earlier attempts."""
     layout = JobLayout.open(job_dir)
     damage: List[str] = []
-    events = _events(layout, job_dir, damage)
-    finished = next((e.data for e in events if e.kind is EventKind.JOB_FINISHED), None)
+    events = load_events(layout, job_dir, damage)
+    head, end = _status_head(layout, job_dir, events)
+    rows = status_rows(events, time.time() if end is None else end, ended=end is not None)
+    lines = head + [f"damaged: {d}" for d in damage]
+    lines += status_table(rows, width or terminal_width())
+    lines += _earlier_attempts(layout)
+    return "\n".join(lines) + "\n"
+
+
+def _status_head(layout: JobLayout, job_dir: str, events: List[Event]) -> Tuple[List[str], Optional[float]]:
+    """The job's state in a line (and notes on a launcher that is gone), and the time its ranks'
+    silences are measured to: the job's end, the last write of a job whose launcher is gone, or None (now)."""
+    finished = next((e for e in events if e.kind is EventKind.JOB_FINISHED), None)
     attempt = f" (attempt {layout.attempt})" if layout.attempt else ""
-    name = os.path.basename(os.path.normpath(job_dir))
-    notes: List[str] = []
-    if finished:
-        end = next(e.time for e in events if e.kind is EventKind.JOB_FINISHED)
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(end))
-        head = f"job {name}{attempt}: {finished['status']} (exit code {finished['exit_code']}), finished {when}"
+    name = f"job {os.path.basename(os.path.normpath(job_dir))}{attempt}"
+    if finished is not None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(finished.time))
+        data = finished.data
+        return [f"{name}: {data['status']} (exit code {data['exit_code']}), finished {when}"], finished.time
+    state = launcher_state(layout)
+    if state.alive is not False:
+        return [f"{name}: running ({state.why})"], None
+    if state.leftovers:
+        note = (
+            f"processes of the job still alive on this host: {', '.join(map(str, state.leftovers[:10]))}"
+            f"{' ...' if len(state.leftovers) > 10 else ''}; `npulaunch stop {job_dir}` stops them"
+        )
     else:
-        state = launcher_state(layout)
-        end = None
-        if state.alive is False:
-            head = f"job {name}{attempt}: not finished, {state.why}"
-            end = _mtime(layout.events_path)
-            if state.leftovers:
-                notes.append(
-                    f"processes of the job still alive on this host: {', '.join(map(str, state.leftovers[:10]))}"
-                    f"{' ...' if len(state.leftovers) > 10 else ''}; `npulaunch stop {job_dir}` stops them"
-                )
-            else:
-                notes.append("none of the job's processes is left on this host")
-        else:
-            head = f"job {name}{attempt}: running ({state.why})"
-    lines = [head] + notes + [f"damaged: {d}" for d in damage]
-    lines.append(f"{'rank':>5}  {'device':>6}  {'state':<20} {'lines':>8}  {'silent':>7}  last line")
-    for row in status_rows(events, time.time() if end is None else end, ended=end is not None):
+        note = "none of the job's processes is left on this host"
+    return [f"{name}: not finished, {state.why}", note], _mtime(layout.events_path)
+
+
+def status_table(rows: List[Dict[str, Any]], width: int) -> List[str]:
+    """The ranks' rows (status_rows) as a table in ``width`` columns: the heading, then a line a rank."""
+    cells = []
+    for row in rows:
         state = row["state"] + (f" ({row['exit']})" if row.get("exit") not in (None, 0) else "")
         if row.get("signatures"):
             state += " " + ",".join(row["signatures"])
         helper = row["rank"] == HELPER_RANK  # a framework's scheduler: no rank, no NPU
-        lines.append(
-            f"{'sched' if helper else row['rank']:>5}  {'-' if helper else row['device_id']:>6}  {state:<20} "
-            f"{row['lines']:>8}  {row['silent_s']:>6}s  {row['last_line'][:80]}"
+        device = row.get("device_id")
+        cells.append(
+            (
+                "sched" if helper else str(row["rank"]),
+                str(row.get("host") or "-"),
+                "-" if helper or device is None else str(device),
+                state,
+                str(row["lines"]),
+                f"{row['silent_s']}s",
+                _one_line(str(row["last_line"])),
+            )
         )
-    lines += _earlier_attempts(layout)
-    return "\n".join(lines) + "\n"
+    return fit_table(STATUS_COLUMNS, cells, width)
+
+
+def _one_line(text: str) -> str:
+    """A log line as one table cell: what a terminal shows of a progress line (after its last ``\\r``),
+    tabs and other control characters as blanks (they would break the columns up)."""
+    shown = text.rstrip("\r").rsplit("\r", 1)[-1][:LAST_LINE_CHARS]
+    return re.sub(r"[\x00-\x1f\x7f]", " ", shown).strip()

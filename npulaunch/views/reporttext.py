@@ -12,6 +12,7 @@ from npulaunch.diagnose.failure import FailureReport
 from npulaunch.diagnose.summary import AttemptRecord, JobStatus, JobSummary
 from npulaunch.host.errorfile import raised_text
 from npulaunch.host.records import RankState
+from npulaunch.host.spec import HELPER_RANK
 
 _PLAIN_ENDS = ("exit", "signal", "hang")  # causes whose reason says it all: no error line, no excerpt
 
@@ -19,12 +20,15 @@ _PLAIN_ENDS = ("exit", "signal", "hang")  # causes whose reason says it all: no 
 def render_report(summary: JobSummary) -> str:
     """The lines printed at the end of the console (and by ``npulaunch report``)."""
     job = summary.job
-    head = f"npulaunch: job {job.job_id} {job.status.value} after {job.duration_s:.1f} s"
+    start, end = summary.span  # the whole job's, over every attempt
+    head = f"npulaunch: job {job.job_id} {job.status.value} after {end - start:.1f} s"
+    if summary.attempts and len(summary.attempts) > 1:
+        head += f" ({len(summary.attempts)} attempts, the last {job.duration_s:.1f} s)"
     lines = [head + f" ({job.world_size} rank{'s' if job.world_size != 1 else ''})"]
     if job.stop_signal:
         lines.append(f"  stopped because npulaunch received {job.stop_signal}")
     if summary.root_cause is not None:
-        lines.extend(_root_cause_lines(summary.root_cause))
+        lines.extend(root_cause_lines(summary.root_cause))
     elif job.status is not JobStatus.SUCCEEDED:
         stopped = [r.result.rank for r in summary.ranks if r.result.state is not RankState.SUCCEEDED]
         if stopped:
@@ -109,13 +113,16 @@ def raised_lines(root: FailureReport) -> List[str]:
     return lines
 
 
-def _root_cause_lines(root: FailureReport) -> List[str]:
+def root_cause_lines(root: FailureReport) -> List[str]:
+    """The root cause as the report says it (also ``npulaunch diagnose JOB_DIR``'s)."""
     cause = root.cause
-    lines = [f"  root cause: {root.reason} (host {cause.host}, device {cause.device_id}, pid {root.pid})"]
+    device = f", device {cause.device_id}" if cause.rank != HELPER_RANK else ""
+    lines = [f"  root cause: {root.reason} (host {cause.host}{device}, pid {root.pid})"]
     if cause.cls not in _PLAIN_ENDS:
         detail = f": {cause.first_line}" if cause.first_line else ""
         lines.append(f"  error: {cause.label} ({cause.cls}{', a symptom' if cause.kind == 'symptom' else ''}){detail}")
         lines.extend(code_lines(cause))
+    if cause.cls not in _PLAIN_ENDS or cause.cls == "hang":
         if len(cause.excerpt) > 1:
             lines.append("  excerpt:")
             lines.extend("    | " + text for text in cause.excerpt)

@@ -4,6 +4,7 @@ through the real command line."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -26,6 +27,21 @@ def test_explain_a_known_code_in_text_and_json() -> None:
     (answer,) = json.loads(run_cli("explain", "--json", "EL0005").stdout)
     assert answer["retryable"] and "Wait for a while and try again" in answer["retryable_why"]
     assert answer["kind"] == "cause" and answer["title"] == "Resource_Busy" and answer["shape"] is None
+
+
+def test_explain_cites_huaweis_hcomm_where_it_holds_the_text() -> None:
+    """HcclResult: hicann/hcomm's include/hccl/hccl_types.h holds the same enum (names, values, comments) as
+    the mirror's, so Huawei's repository is cited. HCCL's E-code registry (error_code.cc) could not be read
+    in Huawei's repository to compare: the mirror stays cited for it (issue 34)."""
+    done = run_cli("explain", "HCCL_E_AGAIN", "EI0013")
+    assert done.returncode == 0, done.stderr
+    again, cqe = done.stdout.split("\n\n")
+    assert "listed in: hicann/hcomm@2b912e7d2b10:include/hccl/hccl_types.h" in again
+    page = "https://github.com/hicann/hcomm/blob/2b912e7d2b105735579276a63a51364890c56788/include/hccl/hccl_types.h"
+    assert f"CANN's page: {page}" in again
+    assert "retryable: yes: 'try again', says hicann/hcomm include/hccl/hccl_types.h @ 2b912e7d" in again
+    assert "xiaobingling93" not in again
+    assert "listed in: xiaobingling93-pixel/cann-hcomm@b5f3e5be094a:src/common/error_code/error_code.cc" in cqe
 
 
 def test_explain_each_family_as_people_type_it() -> None:
@@ -92,7 +108,13 @@ def test_diagnose_reads_an_npulaunch_job_directory_as_the_run_did(log_dir: Path,
     assert result.returncode == 1
     failure = json.loads((log_dir / "m" / "failure.json").read_text())
     found = json.loads(run_cli("diagnose", "--json", str(log_dir / "m")).stdout)
-    root = found["root_cause"]
+    assert found["job_dir"] == str(log_dir / "m")
+    assert found["failure"] == failure  # from the job's records, told as report tells it
+    shown = run_cli("diagnose", str(log_dir / "m")).stdout
+    report = run_cli("report", str(log_dir / "m")).stdout
+    said = [line for line in shown.splitlines() if line.startswith("  root cause:")]
+    assert said and said[0] in report.splitlines()
+    root = found["root_cause"]  # and the findings of its files agree
     assert (
         (root["rank"], root["code"], root["cls"])
         == (failure["rank"], failure["code"], failure["cls"])
@@ -103,6 +125,18 @@ def test_diagnose_reads_an_npulaunch_job_directory_as_the_run_did(log_dir: Path,
         )
     )
     assert all(x["code"] == "EI0002" for x in found["explained"])
+
+
+def test_log_files_without_time_stamps_are_ordered_by_when_each_was_last_written(tmp_path: Path) -> None:
+    # rank 1 failed first and stopped writing; rank 0 went on, then failed on the lost peer, then raised
+    # itself; read in name order, rank 0's file comes first
+    traceback = 'Traceback (most recent call last):\n  File "t.py", line 3, in <module>\nRuntimeError: {}\n'
+    (tmp_path / "rank_1.log").write_text("step 1\n" + traceback.format("bad batch"))
+    (tmp_path / "rank_0.log").write_text("step 1\nstep 2\n" + traceback.format("disk quota exceeded"))
+    os.utime(tmp_path / "rank_1.log", (time.time() - 60, time.time() - 60))
+    found = json.loads(run_cli("diagnose", "--json", str(tmp_path)).stdout)
+    assert found["root_cause"]["rank"] == 1, found
+    assert "its lines carry no time stamp: by when each file was last written" in found["why"]
 
 
 def test_diagnose_of_nothing_and_of_a_missing_path(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from helpers import RANKS, host_plan, run_cli, run_local
+from helpers import RANKS, host_plan, py_spy_denied, run_cli, run_local
 
 from npulaunch.diagnose.rootcause import pick
 from npulaunch.host.agent.monitor import Monitor
@@ -71,14 +71,15 @@ def test_a_silent_rank_is_declared_hung_and_the_job_stopped(log_dir: Path, marke
         nproc=3,
     )
     assert result.returncode == 1
-    assert time.monotonic() - started < 1 + 1 + 1 + 3  # limit + 1 s to notice + grace + start-up
+    # limit + 1 s to notice + every rank's stack read (py-spy, 0.5 s apart in the process table) + grace + start-up
+    assert time.monotonic() - started < 1 + 1 + 2 + 1 + 3
     events = [json.loads(line) for line in (log_dir / "m" / "events.jsonl").read_text().splitlines()]
     hang = next(e for e in events if e["kind"] == "hang_detected")
     assert hang["ranks"] == [1] and hang["phase"] == "steady" and hang["whole_job"] is False
     assert 1.0 <= hang["silent_s"]["1"] < 2.0
     failure = json.loads((log_dir / "m" / "failure.json").read_text())
     assert failure["rank"] == 1 and failure["cls"] == "hang"
-    assert "hang: rank 1 printed nothing for more than 1 s (steady); stopping the job" in result.stderr
+    assert "hang: rank 1 printed nothing for more than 1 s (steady); reading every rank's stack" in result.stderr
 
 
 def test_a_whole_job_stall_is_detected(log_dir: Path, marker: str) -> None:
@@ -166,7 +167,9 @@ def test_with_a_progress_regex_other_lines_are_not_progress(tmp_path: Path, log_
     assert json.loads((log_dir / "m" / "failure.json").read_text())["cls"] == "hang"
 
 
-def test_a_hung_rank_leaves_its_python_stacks(tmp_path: Path, log_dir: Path, marker: str) -> None:
+def test_a_hung_rank_leaves_its_python_stacks_by_its_own_signal_where_py_spy_cannot_attach(
+    tmp_path: Path, log_dir: Path, marker: str
+) -> None:
     config = write_config(
         tmp_path,
         log_dir,
@@ -174,13 +177,18 @@ def test_a_hung_rank_leaves_its_python_stacks(tmp_path: Path, log_dir: Path, mar
         "{hang_timeout_s: 1}",
         "session_injection: auto\nsession_options: {hcom_parallel: true}\n",
     )
-    result = run_cli("run", str(config), "--job-id", "m", env={"NPLTEST_MARKER": marker})
+    result = run_cli("run", str(config), "--job-id", "m", env={"NPLTEST_MARKER": marker, **py_spy_denied(tmp_path)})
     assert result.returncode == 1
-    stacks = list((log_dir / "m" / "rank-0").glob("stacks-*.txt"))
+    stacks = sorted((log_dir / "m" / "rank-0").glob("stacks-[0-9]*.txt"))
     assert len(stacks) == 1, result.stderr
     text = stacks[0].read_text()
     assert "Current thread" in text and "in hang" in text  # faulthandler's dump of the rank's main thread
     assert f"stack dump: {stacks[0]}" in result.stderr
+    assert "Permission Denied" in (log_dir / "m" / "rank-0" / "stacks-py-spy.txt").read_text()  # what py-spy said
+    failure = json.loads((log_dir / "m" / "failure.json").read_text())
+    assert failure["rank"] == 0 and failure["cls"] == "hang"
+    assert "rank.py:" in failure["first_line"] and "in hang" in failure["first_line"], failure
+    assert "evidence: stacks by faulthandler" in failure["why"]
 
 
 def reported(tmp_path: Path, printed: Dict[int, Tuple[str, List[str]]]) -> List[Event]:
@@ -260,3 +268,20 @@ def test_a_cause_read_after_its_rank_exited_counts_from_the_exit() -> None:
     assert root is not None and root.rank == 0 and root.code == "EZ9999"
     # the line's own time still counts when it is the earlier one
     assert pick(results, [matched(0, 3.0)]).time == 3.0  # type: ignore[union-attr]
+
+
+def test_a_ranks_last_coded_warning_names_its_death(tmp_path: Path, log_dir: Path, marker: str) -> None:
+    # torch_npu prints "NPU warning, error code is N" and the process dies with nothing more specific: the warning's
+    # code is the failure's; the same warning from a rank that goes on to succeed is no finding
+    script = tmp_path / "warn.py"
+    script.write_text(
+        "import os, sys\nprint('step 1 loss 0.5', flush=True)\n"
+        "sys.stderr.write('[W NPUStream.cpp:365] Warning: NPU warning, error code is 507035[Error]: .\\n')\n"
+        "sys.stderr.flush()\nif os.environ['RANK_ID'] == '1':\n    os.kill(os.getpid(), 9)\n"
+    )
+    result = run_local(log_dir, marker, "--", sys.executable, str(script), nproc=2)
+    assert result.returncode == 1
+    failure = json.loads((log_dir / "m" / "failure.json").read_text())
+    assert (failure["rank"], failure["code"]) == (1, "507035"), failure
+    events = [json.loads(line) for line in (log_dir / "m" / "events.jsonl").read_text().splitlines()]
+    assert [e["rank"] for e in events if e["kind"] == "signature_matched"] == [1]

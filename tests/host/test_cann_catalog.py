@@ -22,7 +22,8 @@ from npulaunch.host.cann.lookup import describe
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gen_cann_catalog.py"
 TABLES = ("SOURCES", "ECODES", "NUMERIC", "RT_REASONS", "HCCL_RESULTS", "DRV_ERRORS")
-TABLES += ("TORCH_NPU_SUBMODULES", "TORCH_NPU_ERRORS", "FAULT_LEVELS", "DOCS")
+TABLES += ("TORCH_NPU_SUBMODULES", "TORCH_NPU_ERRORS", "FAULT_LEVELS", "GE_STATUS_LAYOUT", "GE_STATUS_SCHEME")
+TABLES += ("GE_STATUSES", "DOCS")
 
 
 def load_script() -> ModuleType:
@@ -46,7 +47,7 @@ def test_every_table_says_where_it_came_from() -> None:
         assert re.fullmatch(r"[\w.-]+/[\w.-]+", repo) and re.fullmatch(r"[0-9a-f]{40}", commit), key
         assert (repo, path) == gen.SOURCES[key][:2]
     used = {entry[4] for entry in catalog.ECODES.values()} | {source for _, source in catalog.NUMERIC.values()}
-    used |= {key for key, _ in catalog.DOCS.values()}
+    used |= {key for key, _ in catalog.DOCS.values()} | {source for _, _, source in catalog.GE_STATUSES.values()}
     assert used <= set(catalog.SOURCES)
 
 
@@ -60,6 +61,10 @@ def test_the_catalog_holds_what_the_sources_hold() -> None:
     assert catalog.HCCL_RESULTS[9] == "HCCL_E_TIMEOUT" and catalog.DRV_ERRORS[6] == "DRV_ERROR_OUT_OF_MEMORY"
     assert catalog.FAULT_LEVELS["80E18402"] == "SeparateNPU" and catalog.FAULT_LEVELS["80C98008"] == "RestartRequest"
     assert catalog.RT_REASONS["aicore exception"] == 507015
+    # GE's statuses, composed as GE_ERRORNO composes them (the headers' own comments give the same numbers)
+    assert catalog.GE_STATUSES[1343242270][:2] == ("GE_GRAPH_INFERSHAPE_FAILED", "Prepare Graph infershape failed")
+    assert catalog.GE_STATUSES[1343266818][0] == "GE_GENERATOR_GRAPH_MANAGER_ADD_GRAPH_FAILED"
+    assert len(catalog.GE_STATUSES) >= 180 and 0xFFFFFFFF not in catalog.GE_STATUSES and 0 not in catalog.GE_STATUSES
 
 
 def all_codes() -> Dict[str, str]:
@@ -68,6 +73,7 @@ def all_codes() -> Dict[str, str]:
     codes.update({name: "hccl" for name in catalog.HCCL_RESULTS.values()})
     codes.update({name: "driver" for name in catalog.DRV_ERRORS.values()})
     codes.update({code: "fault" for code in catalog.FAULT_LEVELS})
+    codes.update({str(status): "ge" for status in catalog.GE_STATUSES})
     for sub in catalog.TORCH_NPU_SUBMODULES:
         for err in catalog.TORCH_NPU_ERRORS:
             codes["ERR%02d%03d" % (sub, err)] = "torch_npu"
@@ -124,6 +130,50 @@ def git_repo(path: Path, files: Dict[str, str], older: Dict[str, str] = {}) -> s
     return first
 
 
+# GE's headers, cut to what the script reads: GE_ERRORNO's layout (hicann/ge inc/external/ge/ge_api_error_codes.h),
+# the modules' macros and the enums they use (hicann/metadef pkg_inc/common/ge_common/error_codes_define.h)
+GE_ERRORNO = """#ifndef GE_ERRORNO
+// Code compose(4 byte), runtime: 2 bit,  type: 2 bit,   level: 3 bit,  sysid: 8 bit, modid: 5 bit, value: 12 bit
+#define GE_ERRORNO(runtime, type, level, sysid, modid, name, value, desc)                                \\
+  constexpr ge::Status name = (static_cast<uint32_t>(0xFFU & (static_cast<uint32_t>(runtime))) << 30U) | \\
+                              (static_cast<uint32_t>(0xFFU & (static_cast<uint32_t>(type))) << 28U) |    \\
+                              (static_cast<uint32_t>(0xFFU & (static_cast<uint32_t>(level))) << 25U) |   \\
+                              (static_cast<uint32_t>(0xFFU & (static_cast<uint32_t>(sysid))) << 17U) |   \\
+                              (static_cast<uint32_t>(0xFFU & (static_cast<uint32_t>(modid))) << 12U) |   \\
+                              (static_cast<uint32_t>(0x0FFFU) & (static_cast<uint32_t>(value)));         \\
+  const ErrorNoRegisterar g_errorno_##name((name), (desc))
+GE_ERRORNO(0b11, 0b11, 0b111, 0xFFU, 0b11111, FAILED, 0xFFFU, "failed");
+#endif
+"""
+GE_SCHEME = """#define GE_ERRORNO_COMMON(name, value, desc) \\
+  GE_ERRORNO(ge::InnLogRuntime::RT_HOST, ge::InnErrorCodeType::ERROR_CODE, ge::InnErrorLevel::COMMON_LEVEL, \\
+             ge::InnSystemIdType::SYSID_GE, ge::InnSubModuleId::COMMON_MODULE, name, (value), (desc))
+#define GE_ERRORNO_GRAPH(name, value, desc)                                                                 \\
+  GE_ERRORNO(ge::InnLogRuntime::RT_HOST, ge::InnErrorCodeType::ERROR_CODE, ge::InnErrorLevel::COMMON_LEVEL, \\
+             ge::InnSystemIdType::SYSID_GE, ge::InnSubModuleId::GRAPH_MODULE, name, (value), (desc))
+#define GE_ERRORNO_EXECUTOR(name, value, desc)                                                                \\
+  GE_ERRORNO(ge::InnLogRuntime::RT_DEVICE, ge::InnErrorCodeType::ERROR_CODE, ge::InnErrorLevel::COMMON_LEVEL, \\
+             ge::InnSystemIdType::SYSID_GE, ge::InnSubModuleId::EXECUTOR_MODULE, name, (value), (desc))
+enum class InnSystemIdType : std::uint8_t { SYSID_GE = 8 };
+enum class InnLogRuntime : std::uint8_t {
+  RT_HOST = 0b01,
+  RT_DEVICE = 0b10,
+};
+enum class InnSubModuleId : std::uint8_t {
+  COMMON_MODULE = 0,
+  GRAPH_MODULE = 4,
+  EXECUTOR_MODULE = 9,
+};
+enum class InnErrorCodeType : std::uint8_t {
+  ERROR_CODE = 0b01,
+};
+enum class InnErrorLevel : std::uint8_t {
+  COMMON_LEVEL = 0b000,
+};
+GE_ERRORNO_COMMON(PARAM_INVALID, 1, "Parameter invalid!");  // 1343225857
+"""
+
+
 def test_the_script_regenerates_the_module_from_checkouts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gen = load_script()
     mirrors = tmp_path / "mirrors"
@@ -162,12 +212,21 @@ def test_the_script_regenerates_the_module_from_checkouts(tmp_path: Path, monkey
         {
             "base/common/error_registry/error_registry.cc": raw % registry({"E10001": "Invalid_Argument"}),
             "docs/en/user_guides/error_codes/E10001-Invalid_Argument.md": "# E10001\n",
+            "inc/external/ge/ge_api_error_codes.h": GE_ERRORNO,
+            "inc/graph_metadef/common/ge_common/ge_inner_error_codes.h": (
+                'GE_ERRORNO_GRAPH(GE_GRAPH_INFERSHAPE_FAILED, 30, "Prepare Graph infershape failed");  // 1343242270\n'
+                'GE_ERRORNO_EXECUTOR(GE_EXEC_NOT_INIT, 1,\n    "GE Executor is not yet initialized.");\n'
+            ),
         },
     )
+    git_repo(mirrors / "hicann+metadef", {"pkg_inc/common/ge_common/error_codes_define.h": GE_SCHEME})
     git_repo(
         mirrors / "xiaobingling93-pixel+cann-hcomm",
+        {"src/common/error_code/error_code.cc": raw % registry({"EI0002": "Communication_Error_Timeout"})},
+    )
+    hcomm = git_repo(  # Huawei's own repository, for HcclResult (the mirror's registry is not in it here)
+        mirrors / "hicann+hcomm",
         {
-            "src/common/error_code/error_code.cc": raw % registry({"EI0002": "Communication_Error_Timeout"}),
             "include/hccl/hccl_types.h": "typedef enum {\n    HCCL_SUCCESS = 0,\n    HCCL_E_TIMEOUT = 9,\n"
             "} HcclResult;\n"
             "typedef enum {\n    HCCL_REDUCE_SUM = 0,\n} HcclReduceOp;\n",
@@ -216,9 +275,30 @@ def test_the_script_regenerates_the_module_from_checkouts(tmp_path: Path, monkey
     }
     assert module["RT_REASONS"] == {"aicore exception": 507015}
     assert module["HCCL_RESULTS"] == {9: "HCCL_E_TIMEOUT"} and module["DRV_ERRORS"] == {6: "DRV_ERROR_OUT_OF_MEMORY"}
+    assert sources["hccl-results"] == ("hicann/hcomm", hcomm, "include/hccl/hccl_types.h")
     assert module["TORCH_NPU_SUBMODULES"] == {0: "PTA", 2: "DIST"} and module["TORCH_NPU_ERRORS"] == {
         100: "ACL",
         200: "HCCL",
+    }
+    assert module["GE_STATUS_LAYOUT"] == {
+        "runtime": (30, 2),
+        "type": (28, 2),
+        "level": (25, 3),
+        "sysid": (17, 8),
+        "modid": (12, 5),
+        "value": (0, 12),
+    }
+    assert module["GE_STATUS_SCHEME"] == {
+        "runtime": {1: "RT_HOST", 2: "RT_DEVICE"},
+        "type": {1: "ERROR_CODE"},
+        "level": {0: "COMMON_LEVEL"},
+        "sysid": {8: "SYSID_GE"},
+        "modid": {0: "COMMON_MODULE", 4: "GRAPH_MODULE", 9: "EXECUTOR_MODULE"},
+    }
+    assert module["GE_STATUSES"] == {  # EXECUTOR's statuses are the device's (RT_DEVICE): 0x90109001
+        1343225857: ("PARAM_INVALID", "Parameter invalid!", "ge-status-scheme"),
+        1343242270: ("GE_GRAPH_INFERSHAPE_FAILED", "Prepare Graph infershape failed", "ge-statuses"),
+        0x90109001: ("GE_EXEC_NOT_INIT", "GE Executor is not yet initialized.", "ge-statuses"),
     }
     # a code listed twice takes the more severe level, as MindCluster does
     assert module["FAULT_LEVELS"] == {"80E01801": "RestartBusiness", "A2301001": "SeparateNPU"}
@@ -226,6 +306,17 @@ def test_the_script_regenerates_the_module_from_checkouts(tmp_path: Path, monkey
         "E10001": ("ge-docs", "docs/en/user_guides/error_codes/E10001-Invalid_Argument.md"),
         "EE1002": ("runtime-docs", "docs/en/error_code_ref/RTS-Errors/EE1002-Execution_Error.md"),
     }
+
+
+def test_a_status_whose_header_gives_another_number_stops_the_script() -> None:
+    """A header's comment (// 1343242270) and GE_ERRORNO's composition must agree: when they do not, the layout or
+    the enums were misread, and no table is written."""
+    gen = load_script()
+    layout = gen.read_ge_layout(GE_ERRORNO)
+    scheme, macros = gen.read_ge_scheme(GE_SCHEME)
+    texts = {"ge-status-scheme": "", "ge-statuses": 'GE_ERRORNO_GRAPH(GE_GRAPH_X, 30, "x");  // 1343242271\n'}
+    with pytest.raises(SystemExit, match="1343242270 by GE_ERRORNO, 1343242271 by its comment"):
+        gen.read_ge_statuses(texts, layout, scheme, macros)
 
 
 def test_the_script_says_which_checkout_is_missing(tmp_path: Path) -> None:

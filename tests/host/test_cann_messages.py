@@ -90,8 +90,51 @@ def test_random_training_output_holds_no_code() -> None:
         parts.append("%.4f" % rng.random())
         line = " ".join(parts)
         hits = find_codes(line)
-        # only a number the catalog lists, right after a word of failure, may count
-        assert all(hit.form == "loose" and canonical(hit.code) for hit in hits), line
+        # only a number the catalog lists, in a return value's place ("ret", "error"; "result =" with no word of
+        # failure is none), may count
+        assert all(hit.form == "return value" and hit.code in line and canonical(hit.code) for hit in hits), line
+        assert not hits or not line.startswith(("step", "loss", "lr", "result", "failure rate", "Epoch", "eval")), line
+
+
+# Numbers that are no codes, in the places the return-value rules read (issue 34, item 6): step counters, losses,
+# learning rates, PIDs, ports, shapes, sample counts, checkpoint names, and success returns. Most hold a number the
+# catalog lists (507033, 507011, 145000, 107001, 561103, the GE status 1343242270), which a careless rule would take.
+NO_CODE = [
+    "step 507033/1000000 loss 0.2513 lr 0.0001",
+    "Epoch 3 step 507033: loss = 2.1034, lr = 1.0e-04, global_step = 507011",
+    "loss: 107001.5 grad_norm: 507033.25 learning_rate: 0.000145000",
+    "INFO:tensorflow:global_step/sec: 3.2, loss = 0.25, step = 145000",
+    "worker pid=145000 started; rendezvous on port 507011",
+    "[rank0] MASTER_PORT=29500 pid 507033 device_id=3",
+    "input shape [1343242270] dtype float16, output shape (1, 561103, 1024)",
+    "processed 507033 samples, 145000 tokens in 3.2 s",
+    "saving checkpoint to ./output/model-561103.ckpt",
+    "restored from ./ckpt/checkpoint.ckpt-1343242270 at step 507033",
+    "unix time 1343242270, request id 1343266818 done",
+    "Create Stream Successfully, ret=0",
+    "aclrtSetDevice ret 0; aclInit code=0; open errno:0",
+    "hcom init done, result = 0.",
+    "Build: ErrorNo: 0(success) [COMP][PRE_OPT] graph built",
+    "[HCCL] init: errNo[0x0000000000000000] rank 3",
+    "[HCCL] call trace: hcclRet -> 0",
+    "HCCL function HcclCommInitRootInfo: error code is 0",
+    "step 12 ret[0] loss 0.2513",
+    "failed: 0 of 507033 requests",
+    "eval result = 507011 correct of 600000",  # "result" with no word of failure
+]
+# the block around a line: one the pre-filter passes (so the line is read), quiet itself
+PASSES = "[WARNING] train.py:12 ValueError: a deprecated option, ignored\n"
+DEATH = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\nKeyError: 'x'\n"
+
+
+@pytest.mark.parametrize("line", NO_CODE)
+def test_numbers_that_are_no_codes_give_no_finding(line: str) -> None:
+    assert find_codes(line) == []
+    assert scan(PASSES + line + "\n") == []  # read as a block that reports a failure reads it
+    scanner = Scanner()
+    assert scanner.block("s", (PASSES + line + "\n").encode()) == [] and scanner.flush("s", died=True) == []
+    (traceback,) = scan(line + "\n" + DEATH)  # the lines before a failure: no code among them
+    assert traceback.code == "" and traceback.name == "python-traceback"
 
 
 def test_a_code_no_catalog_lists_is_still_reported() -> None:
@@ -252,6 +295,7 @@ def test_specificity_orders_the_families() -> None:
         "EI0002",
         "EZ9999",
         "507035",
+        "1343242270",
         "HCCL_E_TIMEOUT",
         "DRV_ERROR_OUT_OF_MEMORY",
         "ERR00100",

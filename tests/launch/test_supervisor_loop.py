@@ -94,8 +94,9 @@ def test_a_wedged_stack_dump_is_killed_at_its_limit_and_never_blocks_the_loop(
         assert 0.6 <= took < 2.0, took
         assert max(turns) < 0.3  # the loop kept turning while the dumps ran
         assert len(dumped.data["timed_out"]) == 2 and all("py-spy" in t for t in dumped.data["timed_out"])
-        assert sorted(dumped.data["files"]) == sorted(str(tmp_path / f"rank-{r}" / "stacks-py-spy.txt") for r in (0, 1))
+        assert dumped.data["files"] == []  # no stack in what the wedged dumpers wrote
         assert "py-spy attached to" in (tmp_path / "rank-0" / "stacks-py-spy.txt").read_text()
+        assert {said["evidence"] for said in dumped.data["ranks"].values()} == {"process table"}
         agent.stop("hang")
         while agent.step(0.05):
             pass

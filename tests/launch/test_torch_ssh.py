@@ -71,3 +71,24 @@ def test_a_rank_raising_on_one_host_stops_every_rank_on_every_host(netns_hosts, 
     summary = json.loads((tmp_path / "logs" / "bad" / "summary.json").read_text())
     assert {r["state"] for r in summary["ranks"] if r["rank"] != 3} <= {"stopped", "failed"}
     assert not marked_pids(marker)
+
+
+def test_a_rank_stuck_on_the_second_host_is_named_from_every_hosts_evidence(
+    netns_hosts, tmp_path: Path, marker: str
+) -> None:
+    # rank 3 (on h2) is stuck in its own code, the others wait for it in an all-reduce: both hosts' agents read
+    # their ranks (py-spy where the host has it on PATH, else the process table) before the job is stopped
+    config = write_job(tmp_path, netns_hosts, marker)
+    config.write_text(config.read_text().replace(str(TORCH_RANK), f'{RANKS / "torch_hang.py"}, stall, "3"'))
+    result = run_cli(
+        "run", str(config), "--job-id", "hang", "--hang-timeout", "3", env={"NPLTEST_MARKER": marker}, timeout=180
+    )
+    assert result.returncode == 1, result.stderr
+    job = tmp_path / "logs" / "hang"
+    failure = json.loads((job / "failure.json").read_text())
+    assert (failure["rank"], failure["host"], failure["cls"]) == (3, "h2", "hang"), failure
+    events = [json.loads(line) for line in (job / "events.jsonl").read_text().splitlines()]
+    dumped = [e for e in events if e["kind"] == "stacks_dumped"]
+    assert sorted(e["host"] for e in dumped) == ["h1", "h2"]  # the job was stopped once both had answered
+    assert sorted(rank for e in dumped for rank in e["ranks"]) == ["0", "1", "2", "3"]
+    assert not marked_pids(marker)

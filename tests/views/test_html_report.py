@@ -5,15 +5,19 @@ on the failing rank's row, the page's script run without errors."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from helpers import require, run_cli
 
+from npulaunch.diagnose.summary import JobSummary
+from npulaunch.host.spec import HELPER_RANK
 from npulaunch.views import htmlreport
 
 CODE = (
@@ -117,3 +121,91 @@ def test_a_big_job_draws_the_ranks_that_matter_and_counts_the_rest() -> None:
     assert len(drawn) == htmlreport.MAX_ROWS
     assert "777" in drawn and "900" in drawn  # the failure and the hang are drawn whatever their place
     assert f"{count - htmlreport.MAX_ROWS} more ranks are not drawn" in page
+
+
+# issue 34: the scheduler's row, the header of a restarted job, the axes' ticks
+SCHEDULED = (
+    "import os, sys, time\nif os.environ.get('MS_ROLE') == 'MS_SCHED':\n    time.sleep(30)\n"
+    "r = int(os.environ['RANK_ID'])\nfor s in range(1, 20):\n    print('step %d/100' % s, flush=True)\n"
+    "    time.sleep(0.03)\n    if r == 1 and s == 10:\n        sys.exit(3)\ntime.sleep(30)"
+)
+RETRIED = (  # rank 0 of the first attempt fails as CANN's HCCP does when the last job still runs (retryable)
+    "import os, sys, time\nfor s in range(1, 15):\n    print('step %d/14' % s, flush=True)\n    time.sleep(0.05)\n"
+    "    if os.environ['NPULAUNCH_RESTART_COUNT'] == '0' and os.environ['RANK_ID'] == '0' and s == 5:\n"
+    "        print('EJ0001: Failed to initialize the HCCP process. Reason: Maybe the last training process "
+    "is running.', flush=True)\n        sys.exit(1)"
+)
+
+
+def run_job(root: Path, job_id: str, code: str, extra: str, returncode: int) -> Path:
+    """``npulaunch run`` of 4 ranks of ``code``; ``extra``: YAML lines at the top level."""
+    config = root / f"{job_id}.yaml"
+    config.write_text(
+        f"version: 1\njob:\n  command: [{sys.executable}, -c, {json.dumps(code)}]\n  log_dir: {root / 'logs'}\n"
+        f"  grace_period_s: 1\n  max_restarts: 1\nhosts: [{{host: localhost, devices: 4}}]\n{extra}"
+    )
+    result = run_cli("run", str(config), "--job-id", job_id, "--no-live", timeout=120)
+    assert result.returncode == returncode, result.stderr
+    return root / "logs" / job_id
+
+
+@pytest.fixture(scope="module")
+def scheduled_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A job of framework: mindspore (msrun's mode): npulaunch starts the scheduler beside the 4 ranks."""
+    return run_job(tmp_path_factory.mktemp("sched"), "sched", SCHEDULED, "framework: mindspore\n", 1)
+
+
+@pytest.fixture(scope="module")
+def restarted_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return run_job(tmp_path_factory.mktemp("again"), "again", RETRIED, "rank_table: none\n", 0)
+
+
+def summary_of(job: Path) -> JobSummary:
+    return JobSummary.from_json(json.loads((job / "summary.json").read_text()))
+
+
+def test_the_scheduler_row_is_named_as_what_it_is(scheduled_job: Path) -> None:
+    summary = summary_of(scheduled_job)
+    assert HELPER_RANK in {r.result.rank for r in summary.ranks} and summary.job.world_size == 4
+    page = (scheduled_job / "report.html").read_text()
+    labels = re.findall(r"class='label'>([^<]*)</text>", page)
+    assert labels == [f"r{n} d{n} localhost" for n in range(4)] + ["scheduler localhost"]  # the ranks, then it
+    assert "r-1" not in page and "d-1" not in page and "device -1" not in page
+    assert "<title>the scheduler on localhost (not a rank: it holds no NPU): stopped (SIGTERM)</title>" in page
+    assert "<g class='rank helper' data-rank='-1'" in page
+    assert "<td>4 on 1 host, and the scheduler</td>" in page
+    # the text report and the console name it the same way
+    assert "ranks 0, 2-3 and the scheduler: stopped by npulaunch" in run_cli("report", str(scheduled_job)).stdout
+
+
+def test_the_header_of_a_restarted_job_shows_the_whole_job(restarted_job: Path) -> None:
+    summary = summary_of(restarted_job)
+    assert summary.attempts is not None and len(summary.attempts) == 2
+    first, last = summary.attempts
+    start, end = summary.span
+    assert start == first.start_time and end == last.end_time == summary.job.end_time
+    assert start < summary.job.start_time  # summary.json's job holds the last attempt's times
+    page = (restarted_job / "report.html").read_text()
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(start))
+    assert f"<th>started</th><td>{started}</td>" in page
+    duration = f"{end - start:.1f} s, 2 attempts (the last {summary.job.duration_s:.1f} s)"
+    assert f"<th>duration</th><td>{duration}</td>" in page
+    assert "attempt 2, the last: seconds since it began" in page  # what the timeline's axis measures
+
+
+def axis_labels(svg: str) -> list:
+    return [float(v) for v in re.findall(r"class='axis' text-anchor='[a-z]+'>([\d.]+) s</text>", svg)]
+
+
+@pytest.mark.parametrize("job", ["failed_job", "scheduled_job", "restarted_job"])
+def test_both_time_axes_tick_on_round_values(job: str, request: pytest.FixtureRequest) -> None:
+    page = (request.getfixturevalue(job) / "report.html").read_text()
+    svgs = re.findall(r"<svg .*?</svg>", page, re.S)
+    assert len(svgs) == (2 if job == "restarted_job" else 1)  # the attempts' bars, then the timeline
+    for svg in svgs:
+        values = axis_labels(svg)
+        assert len(values) >= 3 and values[0] == 0, svg[:300]
+        steps = {round(b - a, 9) for a, b in zip(values, values[1:])}
+        assert len(steps) == 1, values
+        (step,) = steps
+        assert round(step / 10 ** math.floor(math.log10(step)), 6) in (1, 2, 5), values

@@ -2,42 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import pty
 import re
-import select
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from helpers import RANKS, base_env, npulaunch_argv, run_cli
+from helpers import RANKS, run_cli, run_on_pty
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def run_in_pty(*args: str, timeout_s: float = 60) -> str:
-    master, slave = pty.openpty()
-    env = base_env({"COLUMNS": "140", "LINES": "40", "TERM": "xterm"})
-    proc = subprocess.Popen(npulaunch_argv(*args), stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
-    os.close(slave)
-    chunks = []
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.2)
-        if ready:
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # the pty closed: the launcher is gone
-                break
-            if not data:
-                break
-            chunks.append(data)
-        elif proc.poll() is not None:
-            break
-    proc.wait(timeout=10)
-    os.close(master)
-    return ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+    return ANSI.sub("", run_on_pty(args, timeout_s=timeout_s, expect=None))
 
 
 def test_the_live_view_is_drawn_on_a_terminal(tmp_path: Path) -> None:

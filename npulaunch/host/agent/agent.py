@@ -120,8 +120,9 @@ class Agent:
         self._signal_everything(signal.SIGKILL)
 
     def dump_stacks(self, ranks: Sequence[int]) -> None:
-        """Ask hung ranks for their Python stacks (host/agent/stacks.py). Returns at once: a
-        STACKS_DUMPED event follows when the dumps are written or out of time."""
+        """Ask these ranks (of those running here) for their Python stacks and read where each stands
+        (host/agent/stacks.py). Returns at once: a STACKS_DUMPED event follows when the dumps are
+        written or out of time."""
         self._dumps.start(
             [
                 (p.spec.rank, p.spec.rank_dir, p.pid)
@@ -246,7 +247,7 @@ class Agent:
             self.monitor.poll()
         dumped = self._dumps.poll()
         if dumped is not None:
-            self._emit(EventKind.STACKS_DUMPED, files=dumped["files"], timed_out=dumped["timed_out"])
+            self._emit(EventKind.STACKS_DUMPED, **dumped)
         for change in self._health.poll() if self._health is not None else ():
             self._emit(EventKind.NPU_HEALTH, **change)
         if self._kill_deadline is not None and not self._killed and self._clock() >= self._kill_deadline:
@@ -349,10 +350,10 @@ class Agent:
             # read); a bigger backlog is read in the next turns, after the exit is reported, so that a
             # failure is acted on at once (the root cause still counts a late-read line from the exit)
             self._logs.read(proc)
-            self.monitor.exited(proc.spec.rank)
             if self._guard is not None and procs.group_is_empty(pid):
                 self._guard.forget(pid)  # its group is empty: the number may be reused by others
             proc.exited(status, self._stopping)
+            self.monitor.exited(proc.spec.rank, died=proc.state is RankState.FAILED)
             if proc.state is RankState.FAILED and self._health is not None:
                 self._health.last_look([proc.spec.device_id])  # did its NPU fail? asked before it stops
             if proc.raised is not None:
@@ -365,6 +366,7 @@ class Agent:
                 signal=proc.signal,
                 state=proc.state.value,
                 duration_s=proc.duration_s(),
+                end_time=proc.end_time,
             )
 
     def _reaped_other(self, pid: int, status: int) -> bool:

@@ -34,6 +34,7 @@ class Monitor:
         self._emit = emit
         self._clock = clock
         self._scanner = Scanner(SIGNATURES + tuple(user_signatures(plan.patterns)), clock)
+        self._streams: Dict[int, Set[Tuple[int, str, bool]]] = {}  # each rank's streams read so far
         self._limits = HangLimits(plan.hang_startup_s, plan.hang_steady_s)
         self.progress: Dict[int, Progress] = {}
         self._reported: Set[Tuple[int, str]] = set()  # (rank, finding's name): the first of each
@@ -60,8 +61,15 @@ class Monitor:
             return
         self.progress[rank] = Progress(started=self._clock())
 
-    def exited(self, rank: int) -> None:
+    def exited(self, rank: int, died: bool = False) -> None:
+        """The rank ended (``died``: it failed on its own): its streams' open messages are complete, and a failed
+        rank's last coded lines are a finding even when no line said it failed (torch_npu's "NPU warning, error
+        code is N" before the process died: host/cann/messages.py)."""
         self.progress.pop(rank, None)
+        if died:
+            mine = self._streams.get(rank, set())
+            for key, finding in self._scanner.flush_all(lambda key: True, only=lambda key: key in mine):
+                self._report(key, finding)
         if rank in self._lines and self._sampled.get(rank) != (self._lines[rank], self._steps.get(rank)):
             self._sample(rank, last=True)  # where it got to, for the report's timeline
 
@@ -174,6 +182,7 @@ class Monitor:
 
     def _match(self, rank: int, stream: str, block: Block, plog: bool) -> None:
         key = (rank, stream, plog)
+        self._streams.setdefault(rank, set()).add(key)
         for finding in self._scanner.block(key, block, plog):
             self._report(key, finding)
 

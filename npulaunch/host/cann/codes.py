@@ -13,7 +13,7 @@ code: 0000-8999 user errors, 9000-9999 internal ones. The runtime also counts xx
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from npulaunch.host.lazyre import lazy_re
 
@@ -53,13 +53,16 @@ MODULES = {
 LEVELS = {"E": "error", "W": "warning", "I": "information"}
 
 # the families of codes, in the order of how much a code of each says (the most specific first): a user
-# E-code names the failure; an internal one the module; an ACL return code the API's outcome; HCCL's and the
-# driver's results a layer's; torch_npu's ERRxxxxx the framework's call; a hardware fault code an event id
-CANN, ACL, HCCL, DRIVER, TORCH_NPU, FAULT = "cann", "acl", "hccl", "driver", "torch_npu", "fault"
-FAMILIES = (CANN, ACL, HCCL, DRIVER, TORCH_NPU, FAULT)
+# E-code names the failure; an internal one the module; an ACL return code the API's outcome, and Graph Engine's
+# own status (ErrorNo) its step's; HCCL's and the driver's results a layer's; torch_npu's ERRxxxxx the framework's
+# call; a hardware fault code an event id
+CANN, ACL, GE, HCCL, DRIVER = "cann", "acl", "ge", "hccl", "driver"
+TORCH_NPU, FAULT = "torch_npu", "fault"
+FAMILIES = (CANN, ACL, GE, HCCL, DRIVER, TORCH_NPU, FAULT)
 
 ECODE = lazy_re(r"^[EWI][0-9A-Z]\d{4}$")
 _NUMERIC = lazy_re(r"^[1-5]\d{5}$")
+_GE_STATUS = lazy_re(r"^\d{10}$")
 _TORCH_NPU = lazy_re(r"^ERR\d{5}$")
 _FAULT = lazy_re(r"^(?:0[xX])?([0-9A-Fa-f]{8,9})$")
 
@@ -86,12 +89,33 @@ def ecode_scope(code: str) -> str:
     return INTERNAL if code[2:3] == "9" or code[2:] == "8888" else USER
 
 
+def ge_fields(status: int) -> Optional[Dict[str, int]]:
+    """A Graph Engine status's fields (runtime, type, level, sysid, modid, value) by GE's own scheme, or None
+    when the number is none of GE's: its system is not GE's, or a field holds a value no enumerator of GE's
+    names. The scheme is GE_ERRORNO's (hicann/ge inc/external/ge/ge_api_error_codes.h @ ffdcbc9f: runtime 2 bits,
+    type 2, level 3, sysid 8, modid 5, value 12) with the enumerators of hicann/metadef
+    pkg_inc/common/ge_common/error_codes_define.h @ 786891c0 (SYSID_GE = 8, GRAPH_MODULE = 4, ...), as the
+    catalog holds them (GE_STATUS_LAYOUT, GE_STATUS_SCHEME: scripts/gen_cann_catalog.py reads both). 0 is
+    GE's SUCCESS and 0xFFFFFFFF its generic FAILED: neither is a status of a module, so neither decodes."""
+    from npulaunch.host.cann import catalog
+
+    if not 0 < status < 1 << 32:
+        return None
+    fields = {name: (status >> shift) & ((1 << width) - 1) for name, (shift, width) in catalog.GE_STATUS_LAYOUT.items()}
+    scheme = catalog.GE_STATUS_SCHEME
+    if any(fields[name] not in values for name, values in scheme.items()):
+        return None
+    return fields
+
+
 def family_of(code: str) -> Optional[str]:
     """The family a code in its canonical form belongs to, or None when it is not a code."""
     if ECODE.match(code):
         return CANN
     if _NUMERIC.match(code):
         return ACL
+    if _GE_STATUS.match(code) and ge_fields(int(code)) is not None:
+        return GE
     if code.startswith("HCCL_E_"):
         return HCCL
     if code.startswith(("DRV_ERROR_", "DEV_ERROR_")):
@@ -116,6 +140,8 @@ def canonical(text: str) -> Optional[str]:
         return table.get(number, "%s_%d" % ("HCCL_E" if upper.startswith("HCCL") else "DRV_ERROR", number))
     if upper.startswith("0X"):
         match = _FAULT.match(text)
+        if match and ge_fields(int(match.group(1), 16)) is not None:
+            return str(int(match.group(1), 16))  # a GE status in hex (0x5010401E): GE's logs print it in decimal
         return match.group(1).upper() if match else None
     return upper if family_of(upper) else None
 
@@ -125,7 +151,7 @@ class CodeInfo:
     """Everything npulaunch knows about one code (``npulaunch explain``, and a finding's ``code_info``)."""
 
     code: str
-    family: str  # CANN, ACL, HCCL, DRIVER, TORCH_NPU, FAULT
+    family: str  # CANN, ACL, GE, HCCL, DRIVER, TORCH_NPU, FAULT
     known: bool  # listed in a catalog of the CANN versions npulaunch knows
     module: str
     title: str  # CANN's identifier: Memory_Allocation_Failure, ACL_ERROR_RT_AICORE_EXCEPTION, HCCL_E_TIMEOUT
@@ -179,4 +205,5 @@ def specificity(code: str) -> Tuple[int, int]:
         return (len(FAMILIES) + 1, 0)  # a warning or information code says least: it is no failure
     if family == CANN:
         return (0, 1 if ecode_scope(code) == INTERNAL else 0)
-    return (FAMILIES.index(family) + 1, 0)
+    # a GE status says as much as an ACL code (GE's return codes are ACL codes: ge_error_codes.h): the first counts
+    return (FAMILIES.index(ACL if family == GE else family) + 1, 0)

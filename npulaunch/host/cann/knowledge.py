@@ -19,7 +19,7 @@ SOURCE_NOTES = {
     "hcomm": "cann-hcomm src/common/error_code/error_code.cc @ b5f3e5be (HCCL's registry: Possible Cause / Solution)",
     "hccl-docs": "hicann/hccl docs/zh/user_guide/fault_diagnosis/*.md @ 09300b70",
     "acl-err": "hicann/runtime docs/zh/api_ref/25-01_aclError.md @ 681ef761 (meaning and handling of each aclError)",
-    "hccl-types": "cann-hcomm include/hccl/hccl_types.h @ b5f3e5be (HcclResult and its comments)",
+    "hccl-types": "hicann/hcomm include/hccl/hccl_types.h @ 2b912e7d (HcclResult and its comments)",
     "drv-errors": "hicann/driver pkg_inc/ascend_hal_error.h @ ef377e95 (drvError_t and its comments)",
     "torch-npu": "Ascend/pytorch torch_npu/utils/_error_code.py and torch_npu/csrc/core/npu/NPUException.h/.cpp "
     "@ 9e73e708 (ERR<submodule><type>)",
@@ -250,6 +250,12 @@ CATEGORY_HINTS = {
     "error": "%s reported an error: the message says what failed",
 }
 WARNING_HINT = "a warning, not a failure: the job can go on; the message says what to improve"
+# Graph Engine's own status (a log's "ErrorNo: 1343242270(Prepare Graph infershape failed)"): GE composes it of its
+# system, module and value (codes.ge_fields); the module's step failed, and GE's log lines before it say why
+GE_STATUS_HINT = (
+    "Graph Engine's %s failed (%s): the GE log lines before it name the operator or the step; "
+    "the first of them is the cause"
+)
 # torch_npu's ERR<SS><EEE>: the two tables are torch_npu's (Ascend/pytorch @ 9e73e708: SubModule and ErrCode in
 # torch_npu/csrc/core/npu/NPUException.h L58-76, their words in NPUException.cpp L9-32; _error_code.py adds UNKNOWN 99
 # and EXCEPT 999); the catalog holds the numbers (catalog.TORCH_NPU_SUBMODULES, TORCH_NPU_ERRORS, generated). The

@@ -16,6 +16,7 @@ from npulaunch.host.cann.codes import (
     CAUSE,
     DRIVER,
     FAULT,
+    GE,
     HCCL,
     INTERNAL,
     NUMERIC_CLASSES,
@@ -26,6 +27,7 @@ from npulaunch.host.cann.codes import (
     ecode_module,
     ecode_scope,
     family_of,
+    ge_fields,
 )
 from npulaunch.host.cann.knowledge import (
     ACL_REFERENCE,
@@ -35,6 +37,7 @@ from npulaunch.host.cann.knowledge import (
     DOCUMENTED_INNER,
     ECODE_REFERENCE,
     FAULT_REFERENCE,
+    GE_STATUS_HINT,
     INNER_REFERENCE,
     RETRYABLE,
     SOURCE_NOTES,
@@ -57,6 +60,8 @@ def describe(code: str) -> Optional[CodeInfo]:
         return _ecode(code)
     if family == ACL:
         return _numeric(code)
+    if family == GE:
+        return _ge_status(code)
     if family in (HCCL, DRIVER):
         return _enum(code, family)
     if family == TORCH_NPU:
@@ -170,6 +175,33 @@ def _numeric(code: str) -> CodeInfo:
         cls="%s_%s" % (_slug(component), "inner_error" if code[0] == "5" else "error"),
         hint="%s returned %s: %s" % (component, name or code, klass.split(":")[0] if klass else "an error"),
         page=page,
+        source=_source(source) if source else "",
+    )
+
+
+def _ge_status(code: str) -> CodeInfo:
+    """Graph Engine's status: its name and description from GE's headers (catalog.GE_STATUSES), its module and level
+    by GE's scheme (codes.ge_fields), listed or not."""
+    fields = ge_fields(int(code))
+    assert fields is not None  # family_of said GE
+    scheme = catalog.GE_STATUS_SCHEME
+    module = scheme["modid"][fields["modid"]].replace("_MODULE", "").lower()
+    entry = catalog.GE_STATUSES.get(int(code))
+    name, desc, source = entry if entry else ("", "", "")
+    level = scheme["level"][fields["level"]].replace("_LEVEL", "").lower()
+    key = source or "ge-statuses"
+    return _info(
+        code,
+        GE,
+        entry is not None,
+        "GE (%s module)" % module,
+        name or "GE status %d of the %s module" % (fields["value"], module),
+        scope="",
+        group="GE status: %s module, %s level, value %d" % (module, level, fields["value"]),
+        category=desc.rstrip(".!").lower() or "error",
+        cls="ge_error",
+        hint=GE_STATUS_HINT % (module + " module", desc.rstrip(".!") or "status %d" % fields["value"]),
+        page=_page(key, catalog.SOURCES[key][2]),
         source=_source(source) if source else "",
     )
 

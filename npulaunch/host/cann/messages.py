@@ -1,8 +1,10 @@
 """Lines into messages: a line that carries a code (or a known failure phrase) opens a message, and
 the lines that continue it (indented, TraceBack / Possible Cause / Solution, torch_npu's ``[Error]:``,
 the frames MindSpore and the TF Adapter put around CANN's text, a Python traceback's parts, further
-code lines right after) join it. One message becomes one finding (host/cann/findings.py). Plog records
-join while they follow each other within a second. Standard library only, Python 3.7+.
+code lines right after) join it. The few lines before it that carry a code join it too (a rank's last coded
+warning, "ret 107000" printed before the failure's own line), and so do they when the rank dies after them
+with nothing more (``flush(died=True)``). One message becomes one finding (host/cann/findings.py). Plog
+records join while they follow each other within a second. Standard library only, Python 3.7+.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from npulaunch.host.cann.shapes import (
     continues,
     find_codes,
     find_reason,
+    is_info,
     is_warning,
     line_time,
     record_level,
     split_escaped,
-    strip_prefix,
+    split_prefix,
 )
 
 CONTEXT_LINES = 5  # ordinary lines kept before a message, for the report's excerpt
@@ -28,6 +31,8 @@ KEPT_LINES = 40  # a message's lines kept for the report (its codes are read in 
 MAX_LINES = 2000  # a message this long is closed: the rest of the output is not one message
 PLOG_GAP_S = 1.0  # plog records this close in time belong to one message
 MAX_BLANKS = 1  # blank lines a message may hold in a row (CANN's blocks have the odd one)
+QUIET_LEVELS = ("WARNING", "WARN", "INFO", "DEBUG", "EVENT", "TRACE")  # a plog record's or a logger's: no failure
+INFO_LEVELS = ("INFO", "DEBUG", "EVENT", "TRACE")  # of those, the ones that never report one, not even as a warning
 
 
 def _reason_in(text: str) -> bool:
@@ -39,6 +44,14 @@ def _reason_in(text: str) -> bool:
 
     found = find_reason(text)
     return found is not None and lookup_reason(found) is not None
+
+
+def _coded(line: str) -> List[Hit]:
+    """The error-level codes of a line of the context (none when it was logged at an information level)."""
+    text, said = split_prefix(line)
+    if said in INFO_LEVELS or record_level(text) in INFO_LEVELS or is_info(text):
+        return []
+    return [hit for hit in find_codes(text) if hit.code[0] != "W" or hit.family != "cann"]
 
 
 class Message:
@@ -110,16 +123,38 @@ class Reader:
                     done.append(closed)
         return done
 
-    def flush(self) -> Optional[Message]:
+    def flush(self, died: bool = False) -> Optional[Message]:
+        """The open message, complete. ``died``: the stream's process died (a failed rank); when no message is
+        open, the lines it printed last that carry a code (a coded warning, "ret 107000") are its message."""
         message, self.current = self.current, None
+        if message is None and died and not self._plog:
+            before, lead = self._lead()
+            if lead:
+                message = Message(before, plog=False, line_no=self.lines_seen - len(lead) + 1)
+                for line, hits in lead:
+                    message.add(line, hits, None)
+                self._context.clear()
         return message
 
+    def _lead(self) -> Tuple[List[str], List[Tuple[str, List[Hit]]]]:
+        """The context split where its first line that carries an error-level code starts (a line logged at an
+        information level is passed over): the lines before it, and it and the lines after it with their codes.
+        Those are the failure's own lines, printed before the line that says it failed, or last before the rank
+        died: a warning with the code that names the failure ("NPU warning, error code is 507035"), a program's
+        "ret 107000". They are read only when a message opens or the rank died: ordinary lines cost nothing."""
+        lines = list(self._context)
+        coded = [_coded(line) for line in lines]
+        first = next((i for i, hits in enumerate(coded) if hits), None)
+        if first is None:
+            return lines, []
+        return lines[:first], list(zip(lines[first:], coded[first:]))
+
     def _line(self, line: str, candidate: bool = True) -> Optional[Message]:
-        text = strip_prefix(line)
+        text, said = split_prefix(line)  # said: the level a logger's prefix gave the line
         level = record_level(text)
         hits = find_codes(text) if candidate else []
         phrase = self._phrase_of(text) if candidate else None
-        quiet = level in ("WARNING", "WARN", "INFO", "DEBUG", "EVENT", "TRACE") or is_warning(text)
+        quiet = level in QUIET_LEVELS or said in QUIET_LEVELS or is_warning(text) or is_info(text)
         opens = not quiet and (any(hit.code[0] != "W" for hit in hits) or phrase is not None or _reason_in(text))
         closed: Optional[Message] = None
         message = self.current
@@ -133,9 +168,13 @@ class Reader:
                 return closed
             closed = self.flush()
         if opens:
-            message = Message(self._context, plog=self._plog or level is not None, line_no=self.lines_seen)
+            plog = self._plog or level is not None
+            before, lead = self._lead() if not plog else (list(self._context), [])
+            message = Message(before, plog=plog, line_no=self.lines_seen - len(lead))
             message.last_time = line_time(text) if message.plog else None
             message.section = banner(text)
+            for earlier, earlier_hits in lead:
+                message.add(earlier, earlier_hits, None)
             message.add(line, hits, phrase)
             self.current = message
             self._context.clear()

@@ -55,6 +55,10 @@ _EXEC_TIMEOUT_HINT = (  # the plog line EI0002 stands for
     "a collective operation timed out, usually because another rank failed or stalled first; "
     "hccl_timeout / HCCL_EXEC_TIMEOUT set how long ranks wait"
 )
+_PEER_HINT = (
+    "this rank waited for a peer that exited, crashed or stalled first (or the network between them failed): "
+    "the cause is in the peer's own log"
+)
 # A timeout is retryable only where Huawei's text says a retry helps (host/cann/knowledge.py RETRYABLE): for
 # EI0006 and EI0015 it says to find the peer that failed or started late, or to raise HCCL_CONNECT_TIMEOUT
 # (hccl-docs param_link_stage.md, cluster_info_nego.md), so their plog lines are not retryable either.
@@ -303,6 +307,43 @@ SIGNATURES: Tuple[Signature, ...] = (
         "scheduler's log, then MS_SCHED_HOST / MS_SCHED_PORT",
         fatal=True,
         needles=("Failed to connect to the meta server",),
+        shaped=True,
+    ),
+    # A peer that went away or never answered, as the waiting side sees it: the rank that prints these waited for
+    # another one, which exited, crashed or stalled first (they are never the cause while another rank's failure
+    # is known). gloo: "Connection closed by peer [addr]:port. This is typically caused by a remote worker
+    # crashing" and "Timed out waiting Nms for recv operation" (gloo/transport/tcp/pair.cc, unbound_buffer.cc);
+    # Python's ConnectionResetError / BrokenPipeError on a peer's socket; torch's store: DistNetworkError "The
+    # client socket has failed to connect to" / "has timed out after", DistStoreError "Timed out after N seconds
+    # waiting for clients", "wait timeout after" (each of these, gloo's included, is in torch 2.13.0's
+    # libtorch_cpu.so); NCCL's ncclRemoteError ("remote process exited or there was a network error",
+    # ncclGetErrorString) and its socket's "Connection closed by remote peer". Each one a rank printed names its peer
+    # where it can ([127.0.0.1]:22210): diagnose/peers.py.
+    Signature(
+        "peer-gone",
+        r"(?i:connection (?:closed|reset) by (?:remote )?peer|remote worker crash|remote process exited|\bbroken pipe\b"
+        r"|client socket has (?:failed to connect|timed out)|\bDist(?:Network|Store)Error\b|ncclRemoteError"
+        r"|timed out waiting \d+\s*ms for (?:recv|send)|wait timeout after \d+|timed out after \d+ seconds waiting"
+        r"|socket timeout)",
+        "peer_gone",
+        SYMPTOM,
+        False,
+        _PEER_HINT,
+        needles=(
+            "by peer",
+            "remote peer",
+            "remote worker",
+            "remote process",
+            "broken pipe",
+            "client socket has",
+            "networkerror",
+            "storeerror",
+            "ncclremoteerror",
+            "timed out waiting",
+            "wait timeout after",
+            "seconds waiting",
+            "socket timeout",
+        ),
         shaped=True,
     ),
     Signature(

@@ -14,7 +14,7 @@ import re
 from typing import Dict, Iterable, List, Match, Optional, Pattern, Sequence, Tuple, Union
 
 from npulaunch.host.cann.phrases import CAUSE, SIGNATURES, SYMPTOM, Signature
-from npulaunch.host.cann.shapes import E_SHAPES, SHAPE_NEEDLES, ecode_in
+from npulaunch.host.cann.shapes import E_SHAPES, NUMBER_LINES, SHAPE_NEEDLES, ecode_in, return_value_at
 from npulaunch.host.lazyre import lazy_re
 from npulaunch.host.tail import split_lines
 
@@ -123,14 +123,17 @@ class Matcher:
 
     def candidate_lines(self, lines: Sequence[str]) -> Sequence[int]:
         """The lines of a batch that may carry a phrase or a code in one of CANN's shapes (what the block's
-        pre-filter looked for, found line by line); every line when the job's own patterns match."""
+        pre-filter looked for, found line by line); every line when the job's own patterns match. In a batch that
+        has one, the lines with a number in a return value's place too (shapes.return_value_at): a return value
+        printed without a word the pre-filter looks for ("ret 107000") counts in a block that reports a failure."""
         text = "\n".join(lines)
         shaped = self._candidates(lines, text, shapes=True)
         if len(shaped) == len(lines):
             return shaped
         starts = [m.start() for m in _ECODE_TEXT.finditer(text)] if "E" in text else []
-        if not starts:
+        if not starts and not shaped:
             return shaped
+        starts += [m.start() for m in _NUMBER_TEXT.finditer(text) if return_value_at(text, m.start(), m.end())]
         return sorted(set(shaped) | set(_line_indexes(lines, starts)))
 
     def _candidates(self, lines: Sequence[str], text: str, shapes: bool = False) -> Sequence[int]:
@@ -160,6 +163,7 @@ def _line_indexes(lines: Sequence[str], starts: Iterable[int]) -> List[int]:
 
 Needle = Union[str, Pattern[str]]
 _ECODE_TEXT = lazy_re(E_SHAPES)
+_NUMBER_TEXT = lazy_re(NUMBER_LINES)
 
 
 class _Lazy:

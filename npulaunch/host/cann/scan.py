@@ -59,14 +59,21 @@ class Scanner:
         quiet = [k for k, r in self._readers.items() if r.open and now - self._last.get(k, 0.0) >= QUIET_S]
         return [(key, f) for key in quiet for f in self.flush(key)]
 
-    def flush(self, key: Hashable) -> List[Finding]:
-        """The stream's open message, complete (its stream ended)."""
+    def flush(self, key: Hashable, died: bool = False) -> List[Finding]:
+        """The stream's open message, complete (its stream ended). ``died``: its process died, a failed rank: the
+        coded lines it printed last are a finding even when no line said it failed (host/cann/messages.py)."""
         reader = self._readers.get(key)
-        message = reader.flush() if reader is not None else None
+        message = reader.flush(died) if reader is not None else None
         return self._built(key, [message]) if message is not None else []
 
-    def flush_all(self) -> List[Tuple[Hashable, Finding]]:
-        return [(key, f) for key in list(self._readers) for f in self.flush(key)]
+    def flush_all(
+        self,
+        died: Callable[[Hashable], bool] = lambda key: False,
+        only: Callable[[Hashable], bool] = lambda key: True,
+    ) -> List[Tuple[Hashable, Finding]]:
+        """Every stream's open message (of the streams ``only`` keeps), complete; ``died(key)``: whether the
+        stream's process died."""
+        return [(key, f) for key in list(self._readers) if only(key) for f in self.flush(key, died(key))]
 
     def _built(self, key: Hashable, messages: Sequence[object]) -> List[Finding]:
         findings = []

@@ -121,11 +121,13 @@ class FleetRun:
             log.debug("kill (%s): to every host's agent", reason)
             self._broadcast(Command("kill", reason=reason))
 
-    def dump_stacks(self, ranks: Sequence[int]) -> None:
+    def dump_stacks(self, ranks: Sequence[int]) -> int:
         """The stack files are written on the hosts, in each rank's directory; each host's agent
-        reports STACKS_DUMPED."""
-        for host in {self._specs[r].host for r in ranks if r in self._specs}:
+        reports STACKS_DUMPED (a lost host's never comes: the supervisor's deadline covers it)."""
+        hosts = {self._specs[r].host for r in ranks if r in self._specs}
+        for host in hosts:
             self._channels[host].send(Command("dump_stacks", ranks=tuple(ranks)))
+        return len(hosts)
 
     def result(self) -> AgentOutcome:
         results = dict(self._results)
