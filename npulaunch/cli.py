@@ -65,8 +65,8 @@ def cmd_plan(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
 def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from npulaunch.launch.job import check_job
-    from npulaunch.plan.findings import CheckFailed, Severity
-    from npulaunch.plan.healthcheck import HealthSettings
+    from npulaunch.plan.checks.findings import CheckFailed, Severity
+    from npulaunch.plan.checks.health import HealthSettings
     from npulaunch.plan.prepare import is_remote
     from npulaunch.views.checkview import across_hosts, inventory, preflight_findings, render_json, render_text
 
@@ -168,7 +168,7 @@ def cmd_exec(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 def cmd_sbatch(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from npulaunch.config.load import load_config
     from npulaunch.config.sections import SLURM_TIME
-    from npulaunch.plan.sbatch import BatchOptions, render_sbatch, submit
+    from npulaunch.plan.schedulers.slurm import BatchOptions, render_sbatch, submit
 
     if args.nodes is not None and not 1 <= args.nodes <= 100000:
         raise UsageError("--nodes: an integer from 1 to 100000")

@@ -26,7 +26,7 @@ def encode(message: Dict[str, Any]) -> bytes:
 
 @dataclass(frozen=True)
 class Probe:
-    """The preflight's questions (launcher side: plan/remotecheck.py); the first message, if any."""
+    """The preflight's questions (launcher side: plan/checks/remote.py); the first message, if any."""
 
     asks: Dict[str, Any]
 

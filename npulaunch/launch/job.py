@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.launch.restarts import run_with_restarts
 from npulaunch.launch.runner import Console, RankRunner
-from npulaunch.plan.findings import CheckFailed, Finding, Severity, fatal
-from npulaunch.plan.healthcheck import HealthSettings
+from npulaunch.plan.checks.findings import CheckFailed, Finding, Severity, fatal
+from npulaunch.plan.checks.health import HealthSettings
+from npulaunch.plan.checks.preflight import check_local, local_problems
 from npulaunch.plan.launchplan import LaunchPlan
 from npulaunch.plan.placement import Exclusion
-from npulaunch.plan.preflight import check_local, local_problems
 from npulaunch.plan.prepare import Loaded, is_remote, planner
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def check_job(loaded: Loaded, offline: bool = False, settings: Optional[HealthSe
 def check_this_host(
     loaded: Loaded, plan: LaunchPlan, settings: Optional[HealthSettings]
 ) -> Tuple[List[Finding], Dict[str, Any]]:
-    """The preflight of a job on this host alone: its files and command (plan/preflight.py) and, unless
+    """The preflight of a job on this host alone: its files and command (plan/checks/preflight.py) and, unless
     ``settings`` is None, the NPU health check, run here by the remote probe's own code. Raises
     CheckFailed with every problem; returns the findings that do not stop the job."""
     problems = local_problems(plan, os.environ)
@@ -82,7 +82,7 @@ def check_this_host(
     checked: Dict[str, Any] = {}
     if settings is not None and not loaded.config.cpu_fallback:
         from npulaunch.host.agent.probe import probe
-        from npulaunch.plan.remotecheck import probe_asks, review_health
+        from npulaunch.plan.checks.remote import probe_asks, review_health
 
         asks = probe_asks(loaded.config, loaded.job_id, settings)
         answers = {host: probe(ask) for host, ask in asks.items()}
@@ -179,8 +179,8 @@ def _recheck_fleet(fleet: "Fleet", loaded: Loaded) -> Callable[[LaunchPlan], Lis
         if config.cpu_fallback:
             return []
         from npulaunch.launch.ssh.fleet import PROBE_TIMEOUT_S
-        from npulaunch.plan.healthcheck import judge_health
-        from npulaunch.plan.remotecheck import probe_asks
+        from npulaunch.plan.checks.health import judge_health
+        from npulaunch.plan.checks.remote import probe_asks
 
         asks = probe_asks(config, plan.job_id, HealthSettings(nics=len(config.hosts) > 1))
         answers = fleet.ask_round(asks, PROBE_TIMEOUT_S)

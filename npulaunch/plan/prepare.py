@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # imported by the functions that use them: a plain run never 
     from npulaunch.plan.launchplan import LaunchPlan
     from npulaunch.plan.layout import JobLayout
     from npulaunch.plan.placement import Exclusion
-    from npulaunch.plan.scheduler import SchedulerView
+    from npulaunch.plan.schedulers.view import SchedulerView
 
 # Any of these in the environment may mean a scheduler started npulaunch (scheduler.detect's
 # automatic detection looks for the same ones first; a test keeps the two in step).
@@ -67,13 +67,14 @@ def load(
     view = None  # without a scheduler's variables the scheduler module is not even imported (~10 ms)
     nodes = config.framework
     if nodes.nnodes is not None and nodes.nnodes > 1 and nodes.node_rank is not None and nodes.master_addr:
-        from npulaunch.plan.scheduler import flags_view
+        from npulaunch.plan.schedulers.detect import flags_view
 
         view = flags_view(nodes.nnodes, nodes.node_rank, nodes.master_addr)
     elif scheduler != "auto" or any(os.environ.get(name) for name in SCHEDULER_MARKERS):
         import socket
 
-        from npulaunch.plan.scheduler import SchedulerKind, detect
+        from npulaunch.plan.schedulers.detect import detect
+        from npulaunch.plan.schedulers.view import SchedulerKind
 
         view = detect(os.environ, socket.gethostname(), None if scheduler == "auto" else scheduler)
         if view.kind is SchedulerKind.NONE:
@@ -109,7 +110,7 @@ RANK_TABLE_WAIT_S = 600.0  # how long the MindX operator may take to fill in its
 
 
 def _exchange_needed(config: "ClusterConfig", node: int) -> bool:
-    from npulaunch.plan.allocation import exchange_needed
+    from npulaunch.plan.schedulers.allocation import exchange_needed
 
     return exchange_needed(config, node)
 
@@ -119,7 +120,7 @@ def _mindx(config: "ClusterConfig", view: "SchedulerView", path: str) -> "Tuple[
     is complete, then take the job's hosts, devices and device IPs from it."""
     import socket
 
-    from npulaunch.plan.mindx import hosts_from_rank_table, node_in_rank_table, wait_for_rank_table
+    from npulaunch.plan.schedulers.volcano import hosts_from_rank_table, node_in_rank_table, wait_for_rank_table
 
     table = wait_for_rank_table(path, float(os.environ.get("NPULAUNCH_RANK_TABLE_WAIT_S", RANK_TABLE_WAIT_S)))
     config = hosts_from_rank_table(config, table, path)
@@ -141,7 +142,7 @@ def _exchange_device_ips(
     from dataclasses import replace
 
     from npulaunch.host.discovery import discover_device_ips
-    from npulaunch.plan.rendezvous import exchange
+    from npulaunch.plan.schedulers.rendezvous import exchange
 
     me = config.hosts[node]
     assert isinstance(me.devices, tuple), "the allocation's config lists every node's devices"
@@ -168,8 +169,8 @@ def _allocated(
     """The config on the scheduler's nodes, refusing the ways of starting npulaunch that would run
     ranks twice or on one node only."""
     from npulaunch.host.discovery import discover_usable_devices
-    from npulaunch.plan.allocation import rank_mode_view, scheduler_config, view_sources
-    from npulaunch.plan.scheduler import SchedulerKind
+    from npulaunch.plan.schedulers.allocation import rank_mode_view, scheduler_config, view_sources
+    from npulaunch.plan.schedulers.view import SchedulerKind
 
     if rank_mode:
         view = rank_mode_view(view)

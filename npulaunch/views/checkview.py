@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence
 
 from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig
-from npulaunch.plan.findings import Finding, Severity
+from npulaunch.plan.checks.findings import Finding, Severity
 from npulaunch.plan.launchplan import LaunchPlan
 
 ORDER = (Severity.FATAL, Severity.WARNING, Severity.NOT_CHECKED)

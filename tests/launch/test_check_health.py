@@ -215,7 +215,7 @@ def test_run_shows_a_warning_and_runs(tmp_path: Path, marker: str) -> None:
 
 
 def test_the_report_names_hosts_once_per_finding() -> None:
-    from npulaunch.plan.findings import Finding, Severity
+    from npulaunch.plan.checks.findings import Finding, Severity
     from npulaunch.views.checkview import across_hosts, preflight_findings
 
     same = [Finding("firmware", Severity.NOT_CHECKED, h, "firmware version: no version.info") for h in ("h1", "h2")]

@@ -13,10 +13,10 @@ from npulaunch.config.cluster import ClusterConfig
 from npulaunch.config.load import parse_config
 from npulaunch.config.yamlsource import parse_yaml
 from npulaunch.host.errors import ConfigError, SchedulerError
-from npulaunch.plan.allocation import exchange_needed, rank_mode_view, scheduler_config
 from npulaunch.plan.layout import JobLayout
-from npulaunch.plan.rendezvous import RendezvousError, exchange
-from npulaunch.plan.scheduler import detect
+from npulaunch.plan.schedulers.allocation import exchange_needed, rank_mode_view, scheduler_config
+from npulaunch.plan.schedulers.detect import detect
+from npulaunch.plan.schedulers.rendezvous import RendezvousError, exchange
 
 SLURM = {
     "SLURM_JOB_ID": "9",
@@ -180,10 +180,12 @@ def test_every_variable_that_detection_reacts_to_is_a_marker() -> None:
     alone makes detect() find a scheduler (or complain) must be one of them."""
     import re
 
-    import npulaunch.plan.scheduler as scheduler
+    import npulaunch.plan.schedulers as schedulers
     from npulaunch.plan.prepare import SCHEDULER_MARKERS
 
-    names = set(re.findall(r'"([A-Z][A-Z0-9_]{3,})"', Path(scheduler.__file__).read_text()))
+    folder = Path(schedulers.__file__).parent
+    readers = [folder / f"{name}.py" for name in ("view", "detect", "slurm", "mpi", "volcano", "k8s")]
+    names = {name for path in readers for name in re.findall(r'"([A-Z][A-Z0-9_]{3,})"', path.read_text())}
     assert len(names) > 20
     reacting = set()
     for name in names:

@@ -10,10 +10,10 @@ import pytest
 
 from npulaunch.config.load import parse_config
 from npulaunch.config.yamlsource import parse_yaml
-from npulaunch.plan.findings import CheckFailed, Finding, Severity, compact, merged
-from npulaunch.plan.healthcheck import HealthSettings, health_ask, judge_health
-from npulaunch.plan.netcheck import ping_findings, ping_pairs
-from npulaunch.plan.remotecheck import probe_asks, review_health
+from npulaunch.plan.checks.findings import CheckFailed, Finding, Severity, compact, merged
+from npulaunch.plan.checks.health import HealthSettings, health_ask, judge_health
+from npulaunch.plan.checks.net import ping_findings, ping_pairs
+from npulaunch.plan.checks.remote import probe_asks, review_health
 
 
 def config(hosts: int = 2, extra: str = "", devices: str = "[0, 1]", ips: Optional[List[str]] = None):

@@ -16,8 +16,8 @@ from npulaunch.config.yamlsource import parse_yaml
 from npulaunch.host.errors import ConfigError, PlanError, SchedulerError
 from npulaunch.plan.build import build_plan
 from npulaunch.plan.launchplan import Discovery, LaunchPlan
-from npulaunch.plan.mindx import hosts_from_rank_table
 from npulaunch.plan.ranktable import Server, build_rank_table, rank_table_problems
+from npulaunch.plan.schedulers.volcano import hosts_from_rank_table
 
 HEAD = "version: 1\njob:\n  command: [python3, train.py]\n  log_dir: /srv/logs\n"
 NOTHING = Discovery(devices=lambda: [], device_ips=lambda ids: None, environ=lambda: {})

@@ -10,7 +10,7 @@ import pytest
 from helpers import GOLDEN, ROOT, run_cli
 
 from npulaunch.config.load import load_config
-from npulaunch.plan.sbatch import BatchOptions, render_sbatch
+from npulaunch.plan.schedulers.slurm import BatchOptions, render_sbatch
 
 CONFIG = ROOT / "cluster_configs" / "slurm-4x8.yaml"
 

@@ -11,9 +11,10 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import pytest
 
 from npulaunch.host.errors import NpulaunchError, SchedulerError
-from npulaunch.plan.hostlist import expand_hostlist, parse_tasks_per_node
-from npulaunch.plan.mindx import POLL_INTERVAL_S, wait_for_rank_table
-from npulaunch.plan.scheduler import SchedulerKind, SchedulerView, detect
+from npulaunch.plan.schedulers.detect import detect
+from npulaunch.plan.schedulers.slurm import expand_hostlist, parse_tasks_per_node
+from npulaunch.plan.schedulers.view import SchedulerKind, SchedulerView
+from npulaunch.plan.schedulers.volcano import POLL_INTERVAL_S, wait_for_rank_table
 
 SLURM, MPI, VOLCANO, K8S, NONE = (
     SchedulerKind.SLURM,

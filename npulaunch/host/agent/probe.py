@@ -6,7 +6,7 @@ the ranks would inherit there and, when the rank table needs them, the NPU NIC a
 
 With a ``health`` question it also gathers the NPU health, NIC, version and HCCL host facts
 (host/health/gather.py); a second round asks only ``ping`` (NPU-to-NPU pings to other hosts' NPUs).
-The probe only gathers facts; the launcher judges them (plan/remotecheck.py, plan/healthcheck.py), so
+The probe only gathers facts; the launcher judges them (plan/checks/remote.py, plan/checks/health.py), so
 every host's problems can be reported together in one place.
 """
 

@@ -4,7 +4,7 @@ health, address, gateway, detect address and TLS switch (``hccn_tool``), the CAN
 firmware versions, and the host side of HCCL (``HCCL_IF_IP`` / ``HCCL_SOCKET_IFNAME``, its ports); and,
 in a second round, NPU-to-NPU pings to peers on other hosts.
 
-Facts only, as plain JSON: the launcher judges them across hosts (plan/healthcheck.py). Every tool call
+Facts only, as plain JSON: the launcher judges them across hosts (plan/checks/health.py). Every tool call
 has a time limit and the whole gathering a deadline, so a hung tool costs at most its limit; what could
 not be learned is listed under ``skipped`` with why, never taken as passed. Standard library only,
 Python 3.7 (the probe runs this on the hosts).

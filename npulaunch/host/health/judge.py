@@ -1,6 +1,6 @@
 """The one judgement of an NPU's health facts (``npu-smi info -t health``: its health and error codes;
 ``hccn_tool -link -g``: its NIC's link), shared by the live watch beside the ranks (host/health/watch.py)
-and the pre-start check (plan/healthcheck.py), so both say the same of the same facts. Pure; it reads
+and the pre-start check (plan/checks/health.py), so both say the same of the same facts. Pure; it reads
 MindCluster's fault levels from the generated catalog (host/cann/catalog.py, at the first code judged) and
 decides nothing about the job. Standard library only, Python 3.7+.
 """

@@ -2,8 +2,8 @@
 
 ``open_fleet`` connects to every host in parallel, ships and starts one agent per host, and has
 it answer the preflight probe (with the NPU health facts); the answers are judged together
-(plan/remotecheck.py, plan/healthcheck.py), then, for a job on several hosts, a second round has fresh
-agents ping their peers' NPUs (plan/netcheck.py). All failures are reported together and nothing
+(plan/checks/remote.py, plan/checks/health.py), then, for a job on several hosts, a second round has fresh
+agents ping their peers' NPUs (plan/checks/net.py). All failures are reported together and nothing
 starts if any host fails. The plan is built after that (remote ``devices: all`` and device IPs come
 from the probe). The agents then wait for their part of the plan, which ``FleetRun``
 (launch/ssh/run.py) hands them.
@@ -22,10 +22,10 @@ from npulaunch.config.cluster import ALL_DEVICES
 from npulaunch.host.wire import Closed, FromAgent, Probe, ProbeAnswer, ToAgent
 from npulaunch.launch.ssh.channel import AgentChannel, BackendError, SshTarget, connect
 from npulaunch.launch.ssh.ship import agent_zip
-from npulaunch.plan.findings import CheckFailed, Finding, Severity, fatal
-from npulaunch.plan.healthcheck import HealthSettings
+from npulaunch.plan.checks.findings import CheckFailed, Finding, Severity, fatal
+from npulaunch.plan.checks.health import HealthSettings
+from npulaunch.plan.checks.remote import judge, probe_asks, remote_facts, review_health
 from npulaunch.plan.prepare import Loaded, planner
-from npulaunch.plan.remotecheck import judge, probe_asks, remote_facts, review_health
 
 PROBE_TIMEOUT_S = 60.0  # npu-smi and hccn_tool can be slow; each has its own 20 s limit
 

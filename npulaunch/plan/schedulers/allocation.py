@@ -14,7 +14,7 @@ from typing import Callable, List, Sequence, Tuple
 
 from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, HostConfig, RankTableMode
 from npulaunch.host.errors import ConfigError, SchedulerError
-from npulaunch.plan.scheduler import SchedulerView
+from npulaunch.plan.schedulers.view import SchedulerView
 
 
 def scheduler_config(

@@ -1,6 +1,6 @@
 """What must agree across every NPU and host of the job, judged from the preflight probe's health facts
 (host/health/gather.py): the NPU NICs' TLS switch, and the CANN toolkit, driver and firmware versions
-(the toolkit's also against the YAML's cann_version). Part of plan/healthcheck.py's judgement; pure
+(the toolkit's also against the YAML's cann_version). Part of plan/checks/health.py's judgement; pure
 functions of the answers.
 """
 
@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any, List, Mapping, Sequence, Tuple
 
 from npulaunch.config.cluster import ClusterConfig
-from npulaunch.plan.findings import Finding, Severity
+from npulaunch.plan.checks.findings import Finding, Severity
 
 
 def tls_findings(config: ClusterConfig, answers: Mapping[str, Mapping[str, Any]], multi: bool) -> List[Finding]:

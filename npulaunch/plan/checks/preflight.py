@@ -52,7 +52,7 @@ def local_problems(plan: LaunchPlan, inherited: Mapping[str, str]) -> List[str]:
 def _meeting_port_problems(plan: LaunchPlan) -> List[str]:
     """The meeting point's port, when it is on this host: bound by another process, the job's ranks could
     not meet (torch's TCPStore on rank 0, msrun's scheduler fail at once). A remote first host checks it
-    in its preflight (plan/healthcheck.py)."""
+    in its preflight (plan/checks/health.py)."""
     if plan.meeting is None or plan.hosts[0] not in plan.local_names or plan.node not in (None, 0):
         return []
     from npulaunch.host.health.hostnet import port_free

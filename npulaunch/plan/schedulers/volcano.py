@@ -1,7 +1,8 @@
-"""The HCCL rank table Ascend's MindX operator mounts into a Kubernetes / Volcano job's pods
-(``hccl.json``): wait until the operator has filled it in, check it as HCCL would, then read the
-job's hosts, devices (physical ids), device IPs and, in a version 1.2 table (Atlas A3 super pods),
-super pods and super_device_ids from it, and this pod's place among them.
+"""Volcano (and Kubernetes jobs run by Ascend's MindX operator): the environment Volcano's plugins set (the
+task's index and hosts), and the HCCL rank table MindX mounts into the pods (``hccl.json``): wait until the
+operator has filled it in, check it as HCCL would, then read the job's hosts, devices (physical ids), device
+IPs and, in a version 1.2 table (Atlas A3 super pods), super pods and super_device_ids from it, and this pod's
+place among them.
 """
 
 from __future__ import annotations
@@ -9,13 +10,70 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import ClusterConfig, HostConfig
 from npulaunch.host.errors import SchedulerError
-from npulaunch.plan.hostlist import invalid_value
+from npulaunch.host.lazyre import lazy_re
 from npulaunch.plan.ranktable import ATLAS_A3, rank_table_problems
-from npulaunch.plan.scheduler import SchedulerView
+from npulaunch.plan.schedulers.view import (
+    Draft,
+    SchedulerKind,
+    SchedulerView,
+    invalid_value,
+    settle_nodes,
+    value_of,
+)
+
+# --- the environment
+
+_VOLCANO_HOSTS = lazy_re(r"VC_(.+)_HOSTS")
+
+
+def read(env: Mapping[str, str], hostname: str) -> Optional[Draft]:
+    """Volcano's env plugin (VC_TASK_INDEX) and svc plugin (VC_<TASK>_HOSTS, VC_<TASK>_NUM). Volcano
+    sets no job id: VOLCANO_JOB_NAME / VC_JOB_NAME only if the job spec exports one (else --job-id)."""
+    if value_of(env, "VC_TASK_INDEX") is None:
+        return None
+    draft = Draft(SchedulerKind.VOLCANO)
+    draft.put_int("node_index", env, "VC_TASK_INDEX")
+    task = _volcano_task(env, hostname)
+    if task is not None:
+        var, text = f"VC_{task}_HOSTS", env[f"VC_{task}_HOSTS"].strip()
+        hosts = tuple(name.strip() for name in text.split(","))
+        if not all(hosts):
+            raise invalid_value(var, repr(text), "comma-separated pod host names, none empty")
+        draft.put("hosts", hosts, f"{var}={text}")
+        draft.put_int("node_count", env, f"VC_{task}_NUM", 1)
+    draft.put_text("job_id", env, ("VOLCANO_JOB_NAME", "VC_JOB_NAME"))
+    settle_nodes(draft)
+    return draft
+
+
+def _volcano_task(env: Mapping[str, str], hostname: str) -> Optional[str]:
+    """The task whose hosts list this pod: the only one, or the one naming ``hostname``."""
+    tasks = sorted(m.group(1) for m in map(_VOLCANO_HOSTS.fullmatch, env) if m and value_of(env, m.group(0)))
+    if len(tasks) <= 1:
+        return tasks[0] if tasks else None
+    mine = [task for task in tasks if _lists_host(env[f"VC_{task}_HOSTS"], hostname)]
+    if len(mine) == 1:
+        return mine[0]
+    listed = ", ".join(f"VC_{task}_HOSTS={env[f'VC_{task}_HOSTS'].strip()}" for task in tasks)
+    raise invalid_value(
+        "VC_<TASK>_HOSTS",
+        f"{len(tasks)} tasks ({listed}), {len(mine)} of them listing hostname {hostname!r}",
+        "exactly one task listing this pod's hostname",
+        "a pod with hostNetwork: true reports its node's hostname, which no task lists",
+    )
+
+
+def _lists_host(text: str, hostname: str) -> bool:
+    wanted = hostname.lower()
+    names = [name.strip().lower() for name in text.split(",")]
+    return bool(wanted) and any(n == wanted or n.split(".")[0] == wanted.split(".")[0] for n in names)
+
+
+# --- MindX's rank table
 
 POLL_INTERVAL_S = 0.5
 

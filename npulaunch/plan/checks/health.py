@@ -1,8 +1,8 @@
 """Judging every host's NPU health facts (host/health/gather.py gathers them in the preflight probe)
 together, before anything starts: chip health, devices another process holds, each NPU NIC (link, net
 health, address against the rank table's device_ip, /etc/hccn.conf), TLS the same on every NPU and the
-same versions on every host (plan/crosshost.py), and the host side of HCCL (HCCL_IF_IP,
-HCCL_SOCKET_IFNAME, its ports). Subnets, detect addresses and pings are plan/netcheck.py's.
+same versions on every host (plan/checks/crosshost.py), and the host side of HCCL (HCCL_IF_IP,
+HCCL_SOCKET_IFNAME, its ports). Subnets, detect addresses and pings are plan/checks/net.py's.
 
 Severity: what makes HCCL fail is fatal; the NPU NIC carries HCCL's traffic only between hosts (one
 host's NPUs talk over HCCS; plan/ranktable.py: device_ip optional on one server), so NIC faults are
@@ -18,9 +18,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, HostConfig, RankTableMode
 from npulaunch.host.health.judge import is_fatal, judge_chip, split_codes
 from npulaunch.host.health.parse import NET_HEALTH_BAD, NET_HEALTH_GOOD
-from npulaunch.plan.crosshost import tls_findings, version_findings
-from npulaunch.plan.findings import Finding, Severity, compact
-from npulaunch.plan.netcheck import host_nics, subnet_findings
+from npulaunch.plan.checks.crosshost import tls_findings, version_findings
+from npulaunch.plan.checks.findings import Finding, Severity, compact
+from npulaunch.plan.checks.net import host_nics, subnet_findings
 
 # the job's own values of the variables the probe reads (the ranks see the YAML's over the host's)
 READ_VARS = (

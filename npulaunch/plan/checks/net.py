@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from npulaunch.plan.findings import Finding, Severity
+from npulaunch.plan.checks.findings import Finding, Severity
 
 Nic = Tuple[int, Optional[str], Optional[str], Optional[str], Optional[str]]  # device, ip, mask, gateway, detect
 

@@ -1,6 +1,6 @@
 """What the pre-launch check found, as values: a ``Finding`` (host, NPUs, what was expected, what was
 seen, what to run), its ``Severity``, and ``CheckFailed``, the error that stops a job before anything
-starts. Judged by plan/healthcheck.py and plan/netcheck.py, shown by views/checkview.py. Pure.
+starts. Judged by plan/checks/health.py and plan/checks/net.py, shown by views/checkview.py. Pure.
 """
 
 from __future__ import annotations

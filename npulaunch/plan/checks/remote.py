@@ -2,7 +2,7 @@
 (``agent.probe`` gathers the facts there) and how to judge its answer — python3 and its version,
 the working directory and the command's script, the NPUs npu-smi lists, the NPU addresses
 hccn_tool reports when the rank table needs them, free disk for the job directory, and the clock
-against the launcher's; with the NPU health check (plan/healthcheck.py, plan/netcheck.py) reviewed
+against the launcher's; with the NPU health check (plan/checks/health.py, plan/checks/net.py) reviewed
 over every answer, and the NPU-to-NPU pings it asks for in a second round. Pure functions (the
 second round is asked through a function passed in): the fleet gathers every host's answer, then
 reports every host's problems together.
@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig, RankTableMode
-from npulaunch.plan.findings import Finding, fatal, merged
-from npulaunch.plan.healthcheck import HealthSettings, health_ask, judge_health, yaml_ips
+from npulaunch.plan.checks.findings import Finding, fatal, merged
+from npulaunch.plan.checks.health import HealthSettings, health_ask, judge_health, yaml_ips
+from npulaunch.plan.checks.net import ping_findings, ping_pairs
+from npulaunch.plan.checks.preflight import python_script
 from npulaunch.plan.layout import JobLayout
-from npulaunch.plan.netcheck import ping_findings, ping_pairs
-from npulaunch.plan.preflight import python_script
 
 AskRound = Callable[[Dict[str, Dict[str, Any]], float], Dict[str, Optional[Dict[str, Any]]]]
 

@@ -1,0 +1,51 @@
+"""MPI launchers: Open MPI's and PMI's (MPICH, Intel MPI) variables, and mpirun inside a Slurm allocation. Pure."""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+from npulaunch.plan.schedulers import slurm
+from npulaunch.plan.schedulers.view import Draft, SchedulerKind, first_set, settle_nodes, value_of
+
+_OMPI = ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")
+_PMI = ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")
+
+
+def read(env: Mapping[str, str], hostname: str) -> Optional[Draft]:
+    """Open MPI's or PMI's (MPICH, Intel MPI) variables. One process per node (``--map-by
+    ppr:1:node``) is node mode: the world rank is the node's index."""
+    names = _OMPI if value_of(env, _OMPI[0]) is not None else _PMI
+    if value_of(env, names[0]) is None:
+        return None
+    draft = Draft(SchedulerKind.MPI)
+    for name, var, minimum in zip(("rank", "world_size", "local_rank", "local_size"), names, (0, 1, 0, 1)):
+        draft.put_int(name, env, var, minimum)
+    if draft.get("local_size") in (None, 1) and draft.get("world_size") is not None:
+        draft.put("node_index", draft.get("rank"), f"{draft.sources['rank']} (one process per node)")
+        draft.put("node_count", draft.get("world_size"), f"{draft.sources['world_size']} (one process per node)")
+    draft.put_text("job_id", env, ("PMIX_NAMESPACE",))  # Open MPI 4/5: the same in every process
+    return draft
+
+
+def read_in_slurm(env: Mapping[str, str]) -> Optional[Draft]:
+    """mpirun inside a Slurm allocation started this process through its daemons' srun step, whose
+    SLURM_NODEID, SLURM_NNODES and SLURM_TASKS_PER_NODE count daemons, not ranks: take the ranks from
+    MPI and only the allocation's node list and job id from Slurm. srun's own PMI plugin
+    (``srun --mpi=pmi2``) also sets PMI_RANK, but without hydra's MPI_LOCALRANKID: that stays Slurm."""
+    hydra = value_of(env, "PMI_RANK") is not None and value_of(env, "MPI_LOCALRANKID") is not None
+    if first_set(env, slurm.JOB_VARS) is None or not (value_of(env, "OMPI_COMM_WORLD_RANK") is not None or hydra):
+        return None
+    draft = read(env, "")
+    if draft is None:
+        return None
+    draft.values.pop("job_id", None)
+    draft.sources.pop("job_id", None)
+    draft.put_text("job_id", env, slurm.JOB_VARS)
+    slurm.put_hosts(draft, env, ("SLURM_JOB_NODELIST", "SLURM_NODELIST"))
+    settle_nodes(draft)
+    marker = "OMPI_COMM_WORLD_RANK" if value_of(env, "OMPI_COMM_WORLD_RANK") is not None else "PMI_RANK"
+    draft.sources["kind"] = (
+        f"{marker} inside Slurm job {draft.get('job_id')}: mpirun started this process, "
+        "so rank, world_size, local_rank and local_size are MPI's"
+    )
+    return draft
