@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from npulaunch.cliargs import build_parser, overrides_from, parse_devices, split_script
 from npulaunch.host.errors import NpulaunchError, UsageError
@@ -69,6 +69,7 @@ def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from npulaunch.plan.checks.health import HealthSettings
     from npulaunch.plan.prepare import is_remote
     from npulaunch.views.checkview import across_hosts, inventory, preflight_findings, render_json, render_text
+    from npulaunch.views.planview import history_lines
 
     loaded = _load(args, command)
     hosts = [h.host for h in loaded.config.hosts]
@@ -93,9 +94,11 @@ def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     counts = inventory(loaded.config, plan, checked.checked, checked.health, checked.over_ssh)
     if args.json:
         findings = preflight_findings([], checked.warnings, hosts)
-        job.update(ranks=plan.world_size, job_dir=plan.job_dir)
+        job.update(ranks=plan.world_size, job_dir=plan.job_dir, fault_history=plan.recovery.get("history"))
         sys.stdout.write(render_json(counts, findings + list(checked.findings), 0, plan.notes, job))
         return 0
+    for line in history_lines(plan):
+        print(line)
     for note in plan.notes:
         print(f"note: {note}")
     for warning in checked.warnings:
@@ -172,16 +175,25 @@ def cmd_sbatch(args: argparse.Namespace, command: Optional[List[str]]) -> int:
 
     if args.nodes is not None and not 1 <= args.nodes <= 100000:
         raise UsageError("--nodes: an integer from 1 to 100000")
+    if args.spare_nodes is not None and not 0 <= args.spare_nodes <= 10000:
+        raise UsageError("--spare-nodes: an integer from 0 to 10000")
     if args.time is not None and not SLURM_TIME.match(args.time):
         raise UsageError(f"--time {args.time!r}: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
     config = load_config(args.config)
+    from npulaunch.plan.faulthistory import read_kept_off
+
+    kept, warnings = read_kept_off(config)  # the fault history keeps broken nodes out of the allocation
+    for warning in warnings:
+        sys.stderr.write(f"npulaunch: warning: {warning}\n")
     options = BatchOptions(
         nodes=args.nodes,
+        spare_nodes=args.spare_nodes,
         time=args.time,
         partition=args.partition,
         account=args.account,
         mode=args.mode,
         job_id=args.job_id,
+        exclude=tuple(sorted(set(kept.hosts) | set(kept.hosts_with_npus))),
     )
     script = render_sbatch(config, args.config, options, sys.executable)
     if not args.submit:
@@ -279,6 +291,45 @@ def cmd_view(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     return 0
 
 
+def cmd_faults(args: argparse.Namespace, command: Optional[List[str]]) -> int:
+    """The fault history: its entries and what it keeps off now; ``--clear`` appends clearings first."""
+    import time
+
+    from npulaunch.plan.faulthistory import kept_off, ledger_of
+    from npulaunch.plan.ledger import load_ledger
+    from npulaunch.views.columns import terminal_width
+    from npulaunch.views.faultsview import cleared_lines, render_faults, render_json
+
+    path, window_h = ledger_of(args.target, os.getcwd())
+    said: List[str] = []
+    if args.clear or args.all:
+        from npulaunch.launch.ledgerwrite import append_entries, clearing
+
+        targets = [clearing(None, None)] if args.all else [clearing(*_host_npu(text)) for text in args.clear]
+        before = kept_off(load_ledger(path).entries, time.time(), window_h)
+        try:
+            append_entries(path, targets)
+        except OSError as exc:
+            raise UsageError(f"cannot write the fault history {path}: {exc.strerror or exc}") from None
+        said = cleared_lines(targets, before)
+    ledger = load_ledger(path)
+    kept = kept_off(ledger.entries, time.time(), window_h)
+    sys.stdout.write(render_json(ledger, kept) if args.json else render_faults(ledger, kept, terminal_width(), said))
+    return 0
+
+
+def _host_npu(text: str) -> Tuple[str, Optional[int]]:
+    """``HOST`` or ``HOST:NPU`` of ``--clear``."""
+    host, sep, npu = text.rpartition(":")
+    if not sep or (not npu.isdigit() and text.count(":") > 1):  # a host alone (an IPv6 address has colons)
+        host, npu = text, ""
+    elif not npu.isdigit():
+        host = ""  # "h1:" or "h1:x"
+    if not host or any(c.isspace() for c in host):
+        raise UsageError(f"--clear {text!r}: HOST or HOST:NPU, e.g. node3 or node3:5")
+    return host, int(npu) if npu else None
+
+
 COMMANDS: Dict[str, Callable[[argparse.Namespace, Optional[List[str]]], int]] = {
     "run": cmd_run,
     "exec": cmd_exec,
@@ -292,6 +343,7 @@ COMMANDS: Dict[str, Callable[[argparse.Namespace, Optional[List[str]]], int]] = 
     "status": cmd_view,
     "report": cmd_view,
     "stop": cmd_view,
+    "faults": cmd_faults,
 }
 
 

@@ -26,7 +26,8 @@ examples:
   npulaunch run --nproc-per-node 8 train.py --lr 0.1          (as torchrun: framework from the imports)
   npulaunch plan cluster_configs/server-8npu.yaml --json
 exit codes: 0 all ranks succeeded; 1 a rank failed; 2 bad configuration or usage
-(nothing started); 128+N npulaunch was stopped by signal N."""
+(nothing started); 93 a crash loop: attempts failed the same way without progress
+(job.crash_loop_limit), do not requeue; 128+N npulaunch was stopped by signal N."""
 
 
 def _add_job_flags(parser: argparse.ArgumentParser) -> None:
@@ -122,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run",
         help="start the job and watch it until it ends",
-        description="Start every rank, watch them, stop all on the first failure.",
+        description="Start every rank, watch them, stop all on the first failure. Exit 93: a crash loop "
+        "(the same failure without progress, job.crash_loop_limit times in a row): do not requeue.",
     )
     _add_job_flags(run)
     run.add_argument("--ranks", metavar="IDS", help="show only these ranks' output, e.g. 0,3 (all go to files)")
@@ -163,19 +165,24 @@ def build_parser() -> argparse.ArgumentParser:
     batch = commands.add_parser(
         "sbatch",
         help="print (or submit) a Slurm batch script for the job",
-        description="Render a ready sbatch script: the header from the YAML's slurm "
-        "section or these flags, srun starting npulaunch on every node.",
+        description="Render a ready sbatch script: the header from the YAML's slurm section or these flags; "
+        "by default its one npulaunch holds the allocation and runs each node's ranks as a job step, moving "
+        "them to a spare node or requeueing the job when a node or an NPU breaks.",
     )
     batch.add_argument("config", help="cluster YAML file")
-    batch.add_argument("--nodes", type=int, metavar="N", help="nodes to allocate (slurm.nodes; default: the hosts)")
+    batch.add_argument("--nodes", type=int, metavar="N", help="nodes the job runs on (slurm.nodes; default: the hosts)")
+    batch.add_argument(
+        "--spare-nodes", type=int, metavar="K", help="nodes allocated beyond them and held back (slurm.spare_nodes)"
+    )
     batch.add_argument("--time", metavar="LIMIT", help="time limit, e.g. 2:00:00 (slurm.time)")
     batch.add_argument("--partition", metavar="NAME", help="partition (slurm.partition)")
     batch.add_argument("--account", metavar="NAME", help="account (slurm.account)")
     batch.add_argument(
         "--mode",
-        choices=("node", "rank"),
-        default="node",
-        help="node: one npulaunch per node (default); rank: one npulaunch exec per rank",
+        choices=("steps", "node", "rank"),
+        default="steps",
+        help="steps: one npulaunch holds the allocation, each node's ranks a job step (default); node: one "
+        "npulaunch per node; rank: one npulaunch exec per rank",
     )
     batch.add_argument("--job-id", metavar="ID", help="JOB_ID (default: SLURM_JOB_ID)")
     batch.add_argument("--submit", action="store_true", help="submit it with sbatch instead of printing it")
@@ -218,6 +225,21 @@ def build_parser() -> argparse.ArgumentParser:
             view.add_argument(
                 "--html", action="store_true", help="the report as one self-contained HTML page (as report.html)"
             )
+    faults = commands.add_parser(
+        "faults",
+        help="list the fault history (the NPUs and hosts it keeps off) or clear entries",
+        description="The NPU faults and lost hosts the jobs of a log directory saw (recovery.ledger), and what they "
+        "keep off new placements now: a fault for recovery.ledger_window_h, a code repeated on an NPU "
+        "(ManuallySeparateNPU) until a person clears it. --clear appends a clearing; nothing is ever removed.",
+    )
+    faults.add_argument(
+        "target", nargs="?", help="a cluster YAML, a log directory, or a ledger .jsonl (default: ./npulaunch-logs)"
+    )
+    faults.add_argument(
+        "--clear", action="append", default=[], metavar="HOST[:NPU]", help="place it again (repeatable)"
+    )
+    faults.add_argument("--all", action="store_true", help="clear everything recorded so far")
+    faults.add_argument("--json", action="store_true", help="the entries and what they keep off, as JSON")
     explain = commands.add_parser(
         "explain",
         help="what a CANN error code means (E-code, ACL code, HCCL/driver result, ERRxxxxx, fault code)",

@@ -421,7 +421,7 @@ def npu_health_event(
 
 
 def agent_lost_event(host: str, when: float, status: Optional[int] = 255) -> "Event":
-    """An AGENT_LOST event as the SSH runner emits it (npulaunch/launch/ssh/run.py)."""
+    """An AGENT_LOST event as the SSH runner emits it (npulaunch/launch/fleet/run.py)."""
     from npulaunch.host.events import Event, EventKind
 
     return Event(EventKind.AGENT_LOST, "j", host, None, {"exit_status": status}, time=when)

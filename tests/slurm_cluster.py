@@ -370,6 +370,48 @@ PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP O
             loopback = False
         return "CommunicationParameters=NoInAddrAny\n" if loopback else ""
 
+    def kill_node(self, name: str) -> int:
+        """Node ``name`` dies: its slurmd and every process of its job steps (the agent, its ranks, their
+        slurmstepd), all at once by SIGKILL, as a power loss takes them. The nodes of this cluster share one
+        network stack, so no link goes down; the node falls silent, and Slurm marks it down after
+        SlurmdTimeout. Returns how many processes were killed."""
+        victims = []
+        daemon = self.daemons.get(f"slurmd.{name}")
+        if daemon is not None:
+            victims.append(daemon.pid)
+        for proc in psutil.process_iter(["pid", "environ"]):
+            try:
+                if (proc.info["environ"] or {}).get("SLURMD_NODENAME") == name:
+                    victims.append(proc.info["pid"])
+                    parent = proc.parent()  # the step's slurmstepd (Slurm clears its environment)
+                    if parent is not None and parent.name() == "slurmstepd":
+                        victims.append(parent.pid)
+            except psutil.Error:
+                continue
+        for pid in dict.fromkeys(victims):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        return len(victims)
+
+    def revive_node(self, name: str, timeout_s: float = 60.0) -> None:
+        """Start node ``name``'s slurmd again and wait until every node is idle (ReturnToService=2 takes a node
+        Slurm set down back when its slurmd registers): the next test has the whole cluster."""
+        daemon = self.daemons.get(f"slurmd.{name}")
+        if daemon is not None and daemon.poll() is None:
+            return
+        if daemon is not None:
+            daemon.wait()
+        self._spawn(f"slurmd.{name}", [tool("slurmd"), "-D", "-f", str(self.conf), "-N", name])
+        subprocess.run(  # a node Slurm already saw go silent is down: back to service now, not at its next poll
+            [tool("scontrol"), "update", f"NodeName={name}", "State=RESUME"],
+            env=self.client_env(),
+            capture_output=True,
+            timeout=30,
+        )
+        self._wait_idle(time.monotonic() + timeout_s)
+
     def node_states(self) -> Dict[str, str]:
         """node name -> state as sinfo prints it (idle, mixed, allocated, down*, ...); {} when unreachable."""
         try:

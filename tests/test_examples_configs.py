@@ -18,6 +18,7 @@ WORLD_SIZES = {
     "cluster_configs/server-8npu.yaml": 8,
     "cluster_configs/two-servers.yaml": 16,
     "cluster_configs/slurm-4x8.yaml": 8,  # outside Slurm: the one entry; under Slurm 4 nodes x 8
+    "cluster_configs/slurm-recovery.yaml": 8,  # outside Slurm: the one entry; under Slurm 4 nodes x 8, 1 spare
     "cluster_configs/modelzoo-resnet50-2x8.yaml": 16,
     "examples/dump-and-profile.yaml": 2,
     "examples/legacy.yaml": 2,

@@ -107,8 +107,8 @@ class Checker:
         self.add(path, describe(value), allowed or f"an integer from {low} to {high}")
         return None
 
-    def number(self, value: Any, path: YamlPath, low: float, high: float) -> Optional[float]:
+    def number(self, value: Any, path: YamlPath, low: float, high: float, allowed: str = "") -> Optional[float]:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high:
             return float(value)
-        self.add(path, describe(value), f"a number of seconds from {low:g} to {high:g}")
+        self.add(path, describe(value), allowed or f"a number of seconds from {low:g} to {high:g}")
         return None

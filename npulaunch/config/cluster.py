@@ -118,6 +118,8 @@ class JobConfig:
     console: ConsoleMode = ConsoleMode.ALL
     forward_signals: Tuple[str, ...] = ("SIGUSR1", "SIGUSR2")
     max_restarts: int = 0  # whole-job restarts, for retryable failures only
+    # attempts failing the same way without a step advanced before the job stops as a crash loop (0: never)
+    crash_loop_limit: int = 3
     # per-rank directories made (mode 0700) before each rank starts; placeholders expanded, relative
     # paths from the rank's working directory
     make_dirs: Tuple[str, ...] = ()
@@ -127,11 +129,14 @@ class JobConfig:
 @dataclass(frozen=True)
 class RecoveryConfig:
     """The ``recovery`` section: how often a job may continue past an NPU or host fault by excluding what
-    broke (separate from job.max_restarts), where its ranks' checkpoints are, and whether it may shrink."""
+    broke (separate from job.max_restarts), where its ranks' checkpoints are, whether it may shrink, and the
+    fault history the jobs of its log_dir share."""
 
     max_recoveries: int = 3
     checkpoint_dir: Optional[str] = None  # per rank, placeholders allowed; relative to the rank's workdir
     shrink_min_ranks: Optional[int] = None  # None: never shrink
+    ledger: Optional[str] = None  # the fault history's file (absolute); None: <log_dir>/faults.jsonl
+    ledger_window_h: float = 24.0  # how long a fault in it keeps its NPU or host off (plan/faulthistory.py)
 
 
 @dataclass(frozen=True)

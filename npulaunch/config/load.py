@@ -75,10 +75,12 @@ JOB_KEYS = (
     "console",
     "forward_signals",
     "max_restarts",
+    "crash_loop_limit",
     "make_dirs",
     "cpu_binding",
 )
 MAX_RESTARTS = 100
+DEFAULT_CRASH_LOOP_LIMIT = JobConfig.crash_loop_limit  # launch/crashloop.py says why 3
 
 
 def load_config(path: str) -> ClusterConfig:
@@ -107,8 +109,15 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     check_super_pods(check, hosts, switches["product"])
     monitor = parse_monitor(check, top.get("monitor"))
     ssh = parse_ssh(check, top.get("ssh"))
-    recovery = parse_recovery(check, top.get("recovery"))
+    recovery = parse_recovery(check, top.get("recovery"), base_dir)
     slurm = parse_slurm(check, top.get("slurm"))
+    if slurm.get("spare_nodes") and not recovery.checkpoint_dir:
+        check.add(
+            ("slurm", "spare_nodes"),
+            f"{slurm['spare_nodes']} spare nodes without recovery.checkpoint_dir",
+            "spare nodes with recovery.checkpoint_dir set: a spare takes a lost node's ranks, which resume from "
+            "the newest checkpoint there (without one every rank would start again from step 0)",
+        )
     framework = parse_framework(check, top.get("framework"))
     if check.problems:  # the rules too, on the options that are valid, so every problem shows at once
         raise ConfigError(check.problems + _rule_problems(doc, options, env, hosts, switches))
@@ -269,6 +278,7 @@ def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Option
     if "forward_signals" in job:
         signals = _parse_signals(check, job["forward_signals"], path + ("forward_signals",))
     restarts = check.integer(job.get("max_restarts", 0), path + ("max_restarts",), 0, MAX_RESTARTS) or 0
+    loops = _parse_crash_loop_limit(check, job.get("crash_loop_limit", DEFAULT_CRASH_LOOP_LIMIT), path)
     make_dirs = parse_make_dirs(check, job.get("make_dirs"), path + ("make_dirs",))
     binding = parse_cpu_binding(check, job.get("cpu_binding", "none"), path + ("cpu_binding",))
     if command is None or workdir is None or log_dir is None:
@@ -283,9 +293,20 @@ def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Option
         console=console,
         forward_signals=signals,
         max_restarts=restarts,
+        crash_loop_limit=loops,
         make_dirs=make_dirs,
         cpu_binding=binding,
     )
+
+
+def _parse_crash_loop_limit(check: Checker, value: Any, path: YamlPath) -> int:
+    """0 (never) or 2 or more: one failed attempt is never a loop."""
+    allowed = f"0 (never stop a crash loop) or 2 to {MAX_RESTARTS + 1} attempts"
+    given = check.integer(value, path + ("crash_loop_limit",), 0, MAX_RESTARTS + 1, allowed)
+    if given == 1:
+        check.add(path + ("crash_loop_limit",), describe(value), allowed, "one failed attempt is not a loop")
+        return DEFAULT_CRASH_LOOP_LIMIT
+    return DEFAULT_CRASH_LOOP_LIMIT if given is None else given
 
 
 def _parse_command(check: Checker, value: Any, path: YamlPath) -> Optional[Tuple[str, ...]]:

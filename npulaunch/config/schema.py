@@ -17,12 +17,14 @@ from npulaunch.config.cluster import (
     ConsoleMode,
     Framework,
     Injection,
+    JobConfig,
     Precedence,
     RankTableMode,
     RecoveryConfig,
     StartMode,
 )
-from npulaunch.config.recovery import MAX_RECOVERIES
+from npulaunch.config.load import MAX_RESTARTS
+from npulaunch.config.recovery import MAX_LEDGER_WINDOW_H, MAX_RECOVERIES
 from npulaunch.config.sections import DEFAULT_HEALTH_INTERVAL_S, MAX_SUPER_DEVICE_ID
 
 
@@ -89,10 +91,11 @@ KEYS: Tuple[Key, ...] = (
     Key(
         "recovery",
         "mapping",
-        "max_recoveries 3, no checkpoint directory, no shrinking",
+        "max_recoveries 3, no checkpoint directory, no shrinking, the fault history in <log_dir>/faults.jsonl",
         "a mapping of the keys below",
         "How a job continues past an NPU or host fault: what broke is excluded, spares take its place, and "
-        "every rank resumes from the newest complete checkpoint.",
+        "every rank resumes from the newest complete checkpoint; and the fault history that keeps faulty NPUs "
+        "and hosts off the next jobs.",
     ),
     Key(
         "rank_table",
@@ -255,6 +258,15 @@ KEYS: Tuple[Key, ...] = (
         "under recovery.max_recoveries instead). The flag `--max-restarts` overrides it.",
     ),
     Key(
+        "job.crash_loop_limit",
+        "integer",
+        str(JobConfig.crash_loop_limit),
+        "0 (never), or 2 to %d" % (MAX_RESTARTS + 1),
+        "A crash loop: this many attempts in a row that failed the same way (the same failure class and "
+        "code) with no step advanced. The job then stops with exit code 93 (do not requeue), before "
+        "job.max_restarts or recovery.max_recoveries run out.",
+    ),
+    Key(
         "job.make_dirs",
         "list",
         "[]",
@@ -396,6 +408,25 @@ KEYS: Tuple[Key, ...] = (
         "1 or more",
         "The fewest ranks the job may go on with. Required in recovery.shrink.",
     ),
+    Key(
+        "recovery.ledger",
+        "string",
+        "<log_dir>/faults.jsonl",
+        "a file path that this user can append to (or create); relative to the YAML file's directory; no placeholders",
+        "The fault history: every NPU fault and lost host a job saw, appended as JSON lines, shared by the jobs "
+        "that name the same file (safe for concurrent writers on a shared file system). plan, check and run "
+        "place around what it keeps off; `npulaunch faults` lists and clears it. A path that cannot be written "
+        "is an error before anything starts.",
+    ),
+    Key(
+        "recovery.ledger_window_h",
+        "number",
+        "%g" % RecoveryConfig.ledger_window_h,
+        "0 to %d hours" % MAX_LEDGER_WINDOW_H,
+        "How long a fault in the history keeps its NPU (or a lost host) off new placements: by default "
+        "MindCluster's 24 h, in which a code seen again makes the NPU ManuallySeparateNPU (kept off until "
+        "cleared, whatever this window). 0: only such NPUs are kept off.",
+    ),
     # -- monitor ------------------------------------------------------------------------------------
     Key(
         "monitor.hang_timeout_s",
@@ -479,6 +510,15 @@ KEYS: Tuple[Key, ...] = (
         "the number of hosts",
         "1 to 100000",
         "Nodes to allocate (#SBATCH --nodes). `npulaunch sbatch --nodes` overrides it.",
+    ),
+    Key(
+        "slurm.spare_nodes",
+        "integer",
+        "0",
+        "0 to 10000; more than 0 needs recovery.checkpoint_dir",
+        "Nodes allocated beyond `slurm.nodes` and held back: when a node is lost or an NPU faults, the next "
+        "attempt runs on a spare as a new job step, resuming from the newest checkpoint (`npulaunch sbatch "
+        "--spare-nodes` overrides it).",
     ),
     Key(
         "slurm.time",

@@ -180,7 +180,7 @@ def parse_monitor(check: Checker, value: Any) -> Dict[str, Any]:
     return result
 
 
-SLURM_KEYS = ("nodes", "time", "partition", "account", "sbatch_options")
+SLURM_KEYS = ("nodes", "spare_nodes", "time", "partition", "account", "sbatch_options")
 SLURM_TIME = lazy_re(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
 
 
@@ -192,6 +192,10 @@ def parse_slurm(check: Checker, value: Any) -> Dict[str, Any]:
         nodes = check.integer(section["nodes"], ("slurm", "nodes"), 1, 100000)
         if nodes is not None:
             result["nodes"] = nodes
+    if "spare_nodes" in section:
+        spare = check.integer(section["spare_nodes"], ("slurm", "spare_nodes"), 0, 10000)
+        if spare is not None:
+            result["spare_nodes"] = spare
     if "time" in section:
         text = check.string(
             section["time"],

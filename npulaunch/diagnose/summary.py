@@ -235,6 +235,7 @@ class JobSummary:
     root_cause: Optional[FailureReport]
     ranks: Tuple[RankSummary, ...]
     attempts: Optional[Tuple[AttemptRecord, ...]] = None
+    crash_loop: Optional[Dict[str, Any]] = None  # why the job stopped as a crash loop (launch/crashloop.py)
 
     @property
     def exit_code(self) -> int:
@@ -286,6 +287,8 @@ class JobSummary:
         }
         if self.attempts is not None:
             data["attempts"] = [attempt.to_json() for attempt in self.attempts]
+        if self.crash_loop is not None:
+            data["crash_loop"] = dict(self.crash_loop)
         return data
 
     @classmethod
@@ -300,4 +303,5 @@ class JobSummary:
         attempts = None
         if "attempts" in f.data:
             attempts = tuple(AttemptRecord.from_json(a.data, source, a.where) for a in f.objects("attempts"))
-        return cls(info, failure, ranks, attempts)
+        loop = f.opt_object("crash_loop") if "crash_loop" in f.data else None
+        return cls(info, failure, ranks, attempts, None if loop is None else loop.data)

@@ -22,7 +22,8 @@ from npulaunch.plan.prepare import Loaded, is_remote, planner
 
 if TYPE_CHECKING:
     from npulaunch.config.cluster import ClusterConfig
-    from npulaunch.launch.ssh.fleet import Fleet
+    from npulaunch.launch.fleet.fleet import Fleet
+    from npulaunch.launch.fleet.link import Connect
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,12 @@ class CheckedJob:
 def _open_fleet(loaded: Loaded, settings: HealthSettings) -> "Optional[Fleet]":
     if not is_remote(loaded):
         return None
+    from npulaunch.launch.fleet.fleet import open_fleet
+
+    if loaded.transport == "srun":
+        return open_fleet(loaded, _srun_connect(loaded), settings, SRUN_PARALLEL)
     try:
-        from npulaunch.launch.ssh.fleet import open_fleet
+        from npulaunch.launch.fleet.ssh import ssh_connect
     except ImportError as exc:  # Fabric / Paramiko: the ssh extra
         from npulaunch.host.errors import UsageError
 
@@ -50,7 +55,21 @@ def _open_fleet(loaded: Loaded, settings: HealthSettings) -> "Optional[Fleet]":
             f"a job on several hosts needs the ssh extra ({exc.name or 'Fabric'} is not installed): "
             "python3 -m pip install 'npulaunch[ssh]'"
         ) from None
-    return open_fleet(loaded, settings)
+    config = loaded.config
+    return open_fleet(loaded, ssh_connect(config), settings, int(config.ssh.get("parallel", 32)))
+
+
+SRUN_PARALLEL = 64  # job steps started at once (each is an srun client on this host)
+
+
+def _srun_connect(loaded: Loaded) -> "Connect":
+    """Slurm's job steps as the transport to the allocation's nodes (the batch script holds the allocation)."""
+    from npulaunch.launch.fleet.srun import node_addresses, srun_connect
+    from npulaunch.plan.prepare import address_toward
+
+    assert loaded.view is not None and loaded.view.job_id is not None
+    nodes = [h.host for h in loaded.config.hosts + loaded.config.spares]
+    return srun_connect(loaded.view.job_id, node_addresses(nodes), address_toward)
 
 
 def check_job(loaded: Loaded, offline: bool = False, settings: Optional[HealthSettings] = None) -> CheckedJob:
@@ -109,8 +128,9 @@ def run_job(
     HTML report there). ``phase``: told what happens before the ranks start (a spinner on a
     terminal), then None."""
     if is_remote(loaded):
-        hosts = len(loaded.config.hosts)
-        phase(f"connecting to {hosts} hosts over SSH, shipping the agent, probing each host")
+        hosts = len(loaded.config.hosts + loaded.config.spares)
+        how = "starting a job step on each of" if loaded.transport == "srun" else "connecting over SSH to"
+        phase(f"{how} {hosts} hosts, shipping the agent, probing each host")
     fleet = _open_fleet(loaded, _run_settings(loaded))
     try:
         phase("planning the job")
@@ -125,7 +145,7 @@ def run_job(
             check_local(plan, os.environ)
         else:
             fleet.warnings.extend(f.render() for f in _worth_showing(fleet.findings))  # FleetRun shows them
-            from npulaunch.launch.ssh.run import FleetRun
+            from npulaunch.launch.fleet.run import FleetRun
 
             open_fleet = fleet
 
@@ -178,7 +198,7 @@ def _recheck_fleet(fleet: "Fleet", loaded: Loaded) -> Callable[[LaunchPlan], Lis
         config = _as_placed(loaded.config, plan)
         if config.cpu_fallback:
             return []
-        from npulaunch.launch.ssh.fleet import PROBE_TIMEOUT_S
+        from npulaunch.launch.fleet.fleet import PROBE_TIMEOUT_S
         from npulaunch.plan.checks.health import judge_health
         from npulaunch.plan.checks.remote import probe_asks
 

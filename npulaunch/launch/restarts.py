@@ -3,7 +3,9 @@ NPU the health watch saw fail, a lost host, a device fault in a rank's output), 
 what broke is excluded, the job is planned again without it (spares take its place: plan/placement.py),
 every rank's checkpoint directory is given the newest complete checkpoint (launch/resume.py), and the
 next attempt starts, at most ``recovery.max_recoveries`` times. After another retryable failure it is
-*restarted* as it was, at most ``job.max_restarts`` times. Each attempt has a fresh plan (new ports, its
+*restarted* as it was, at most ``job.max_restarts`` times. The faults go to the fault history
+(launch/ledgerwrite.py); attempts that fail the same way without progress stop as a crash loop
+(launch/crashloop.py). Each attempt has a fresh plan (new ports, its
 own directory); the job directory's summary.json is the last attempt's, with every attempt listed.
 """
 
@@ -16,7 +18,10 @@ from typing import Callable, List, Mapping, Optional, Sequence, Set, Tuple
 from npulaunch.diagnose.summary import AttemptRecord, JobSummary
 from npulaunch.host.errors import PlanError
 from npulaunch.host.trace import debug
+from npulaunch.launch.crashloop import CRASH_LOOP_EXIT, crash_loop
+from npulaunch.launch.crashloop import THEN as CRASH_LOOP_THEN
 from npulaunch.launch.jobdir import write_summary
+from npulaunch.launch.ledgerwrite import record_faults
 from npulaunch.launch.local import LocalRunner
 from npulaunch.launch.recovery import exclusions_after, is_hardware
 from npulaunch.launch.resume import Resumed, checkpoint_dirs, resume
@@ -84,8 +89,16 @@ def run_with_restarts(
         record = _record(summary, plan, attempt, resumed, supervisor.last_step)
         attempts.append(record)
         cause = summary.root_cause.cause if summary.root_cause is not None else None
-        if summary.exit_code == 1 and is_hardware(cause):
-            found = exclusions_after(cause, supervisor.kept, attempt)
+        hardware = summary.exit_code == 1 and is_hardware(cause)
+        found = exclusions_after(cause, supervisor.kept, attempt) if hardware else []
+        record_faults(plan, found, console)  # the fault history (plan/ledger.py), whatever follows
+        loop = crash_loop(attempts, plan.crash_loop_limit) if summary.exit_code == 1 else None
+        if loop is not None:  # the same failure without progress, again and again: never requeue it
+            attempts[-1] = _then(record, CRASH_LOOP_THEN, found)
+            summary = loop.ended(summary)
+            console.message(f"the job stops: {loop.why}; exit code {CRASH_LOOP_EXIT} (do not requeue)")
+            break
+        if hardware:
             if not found:
                 break
             attempts[-1] = record = _then(record, "", found)

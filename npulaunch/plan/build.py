@@ -179,6 +179,7 @@ def build_plan(
         attempt=attempt,
         progress_regex=config.monitor.get("progress_regex") or "",
         max_restarts=config.job.max_restarts,
+        crash_loop_limit=config.job.crash_loop_limit,
         local_names=tuple(discovery.local_names),
         node=node,
         host_devices=host_devices,

@@ -42,6 +42,7 @@ class Loaded:
     node: Optional[int] = None  # under a scheduler: this node's index
     local_names: Tuple[str, ...] = ()
     view: "Optional[SchedulerView]" = None  # None without a scheduler
+    transport: str = ""  # how the other hosts' agents are started: "" over SSH; "srun": as Slurm job steps
 
 
 def load(
@@ -82,7 +83,12 @@ def load(
     node, local_names = None, tuple(LOCAL_HOST_NAMES)
     if view is not None and view.kind in ("volcano", "k8s") and os.environ.get("RANK_TABLE_FILE"):
         config, view = _mindx(config, view, os.environ["RANK_TABLE_FILE"])
-    if view is not None:
+    transport = ""
+    if view is not None and not rank_mode and holds_allocation(config, view):
+        from npulaunch.plan.schedulers.allocation import controller_config
+
+        config, transport = controller_config(config, view), "srun"
+    elif view is not None:
         config, node, view = _allocated(config, view, rank_mode)
         local_names = (config.hosts[node].host,) + local_names
     if overrides.job_id is not None:
@@ -103,7 +109,19 @@ def load(
         from npulaunch.plan.layout import JobLayout
 
         config = _exchange_device_ips(config, node, JobLayout.under(config.job.log_dir, job_id, node), view)
-    return Loaded(config, job_id, source, node, local_names, view)
+    return Loaded(config, job_id, source, node, local_names, view, transport)
+
+
+def holds_allocation(config: "ClusterConfig", view: "SchedulerView") -> bool:
+    """Whether this npulaunch is the one that holds a Slurm allocation (the batch script's, or salloc's shell:
+    no job step of its own) and runs the job on its nodes as job steps: when the job has several nodes or
+    spare nodes. On one node without spares it runs the job there itself, as node mode does."""
+    from npulaunch.plan.schedulers.view import SchedulerKind
+
+    in_step = any(os.environ.get(name) for name in ("SLURM_STEP_ID", "SLURM_STEPID"))
+    if view.kind is not SchedulerKind.SLURM or in_step:
+        return False
+    return (view.node_count or 1) > 1 or bool(config.slurm.get("spare_nodes"))
 
 
 RANK_TABLE_WAIT_S = 600.0  # how long the MindX operator may take to fill in its rank table
@@ -170,16 +188,10 @@ def _allocated(
     ranks twice or on one node only."""
     from npulaunch.host.discovery import discover_usable_devices
     from npulaunch.plan.schedulers.allocation import rank_mode_view, scheduler_config, view_sources
-    from npulaunch.plan.schedulers.view import SchedulerKind
 
     if rank_mode:
         view = rank_mode_view(view)
     else:
-        if view.kind is SchedulerKind.SLURM and (view.node_count or 1) > 1 and "SLURM_STEP_ID" not in os.environ:
-            raise UsageError(
-                f"this is the batch script of a {view.node_count}-node Slurm job: start npulaunch on "
-                "every node with srun --ntasks-per-node=1 npulaunch run ..."
-            )
         if view.local_size not in (None, 1):
             raise UsageError(
                 f"{view.kind.value} started {view.local_size} tasks on this node ({view_sources(view)}); "
@@ -200,7 +212,7 @@ def _resolve_host(name: str) -> Optional[str]:
         return None
 
 
-def _address_toward(address: str) -> Optional[str]:
+def address_toward(address: str) -> Optional[str]:
     """This host's own address on the route to ``address`` (a UDP socket's connect sends nothing), or None."""
     import socket
 
@@ -225,6 +237,7 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
         free_loopback_ports,
     )
     from npulaunch.plan.build import build_plan
+    from npulaunch.plan.faulthistory import job_history
     from npulaunch.plan.launchplan import Discovery
 
     config, job_id, source = loaded.config, loaded.job_id, loaded.job_id_source
@@ -248,10 +261,11 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
         remote=remote,
         local_names=loaded.local_names,
         resolve=_resolve_host,
-        address_toward=_address_toward,
+        address_toward=address_toward,
     )
     restarted = config.job.max_restarts > 0 or recoverable(config, loaded.node)
     first: "List[LaunchPlan]" = []  # attempt 1 is planned once, whoever asks first
+    history = job_history(config, loaded.node)  # what the fault history keeps off, read once for every attempt
 
     def build(attempt: int, exclusions: "Sequence[Exclusion]") -> "LaunchPlan":
         plan = build_plan(
@@ -262,9 +276,9 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
             job_id_source=source,
             attempt=attempt,
             node=loaded.node,
-            exclusions=exclusions,
+            exclusions=[*history.exclusions(), *exclusions],
         )
-        return _checked_identity(loaded, plan)
+        return _checked_identity(loaded, history.told(plan))
 
     def plan_for(attempt: int, exclusions: "Sequence[Exclusion]" = ()) -> "LaunchPlan":
         if attempt > 1:
@@ -307,5 +321,6 @@ def recoverable(config: "ClusterConfig", node: Optional[int] = None) -> bool:
 
 
 def is_remote(loaded: Loaded) -> bool:
-    """Whether npulaunch starts ranks on other hosts itself, over SSH (not under a scheduler)."""
+    """Whether npulaunch starts ranks on other hosts itself, over SSH or as Slurm job steps (not as one node of
+    a scheduler's job)."""
     return loaded.node is None and any(host.host not in loaded.local_names for host in loaded.config.hosts)

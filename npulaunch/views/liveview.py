@@ -1,15 +1,14 @@
 """The live status view on a terminal: per rank its state, device, lines per second, time since
 its last line, its last line, and (with a progress regex such as ``step (\\d+)/(\\d+)``) its step,
 step rate and ETA, under the ranks' scrolling output. Only when stdout is a TTY; off a terminal the
-plain Console prints prefixed lines. rich is imported here only, and only lays the table out: each
-frame (the previous table erased, the lines since, the table again) is one chunk on the console's
+plain Console prints prefixed lines. The table is views/columns.py's, as ``npulaunch status`` draws it:
+each frame (the previous table erased, the lines since, the table again) is one chunk on the console's
 one writer of the terminal, so frames and lines never mix and a slow terminal never blocks the loop.
 """
 
 from __future__ import annotations
 
 import atexit
-import io
 import re
 import shutil
 import sys
@@ -18,11 +17,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, List, Optional, Set, TextIO, Tuple
 
-from rich.cells import cell_len
-from rich.console import Console as RichConsole
-from rich.table import Table
-from rich.text import Text
-
 from npulaunch.config.cluster import ConsoleMode
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.events import Event, EventKind, signature_label
@@ -30,12 +24,22 @@ from npulaunch.host.progress import LOOK_BACK, find_step
 from npulaunch.host.spec import RankSpec
 from npulaunch.host.tail import Block, count_lines, tail_lines
 from npulaunch.plan.launchplan import LaunchPlan
+from npulaunch.views.columns import Column, fit_table
 from npulaunch.views.console import MAX_PENDING_BYTES, Buffer, Console
 
 FRAME_S = 0.1  # the view draws at most 10 frames a second, whatever the ranks print
-HEADERS = ("rank", "device", "state", "lines/s", "silent", "step", "ETA", "last line")
-GIVE_WAY = (7, 2)  # on a narrow terminal "last line", then "state", are cut down to their header's width
-GAP = 2  # between two columns (rich's padding of one on each side)
+# on a narrow terminal "last line", then "state", are cut down to their heading's width; the others never are
+COLUMNS = (
+    Column("rank"),
+    Column("device"),
+    Column("state", min_width=5, keep=1),
+    Column("lines/s", right=True),
+    Column("silent", right=True),
+    Column("step", right=True),
+    Column("ETA", right=True),
+    Column("last line", min_width=9),
+)
+BOLD = "\x1b[1m"
 LAST_LINE_CHARS = 60
 ERASE_LINE, CURSOR_UP = b"\x1b[2K", b"\x1b[1A"
 HIDE_CURSOR, SHOW_CURSOR = b"\x1b[?25l", b"\x1b[?25h"
@@ -74,7 +78,6 @@ class LiveConsole(Console):
     def __init__(self, plan: LaunchPlan, mode: ConsoleMode = ConsoleMode.ALL, ranks: Optional[Set[int]] = None) -> None:
         super().__init__(mode, ranks=ranks)
         self._screen = self.writer(self._out)  # the terminal's one writer: frames, rank lines, messages
-        self._layout = RichConsole(file=io.StringIO(), force_terminal=True, highlight=False, legacy_windows=False)
         self._rows = {s.rank: RankRow(s.rank, s.device_id) for s in plan.processes}
         self._step = re.compile(plan.progress_regex) if plan.progress_regex else None
         self._lock = threading.Lock()  # the launcher's own prints (_Stray) may come from any thread
@@ -217,23 +220,16 @@ class LiveConsole(Console):
         wide as the terminal at most, and (``cut``) shorter than it: a line scrolled off cannot be
         erased for the next frame. The last frame is not erased: it is shown whole."""
         width, height = shutil.get_terminal_size()
-        self._layout.width = width
-        with self._layout.capture() as capture:
-            self._layout.print(self._table(width), crop=True)
-        lines = capture.get().rstrip("\n").split("\n")
+        lines = self._table(width)
         if cut and len(lines) >= height > 2:
             lines = lines[: height - 2] + [f"... {len(lines) - (height - 2)} more rows (npulaunch status shows all)"]
         return "\n".join(lines).encode("utf-8", "replace"), len(lines)
 
-    def _table(self, width: int) -> Table:
-        cells = [HEADERS, *(self._cells(row, time.monotonic()) for row in self._rows.values())]
-        widths = fit_widths([max(cell_len(row[i]) for row in cells) for i in range(len(HEADERS))], width)
-        table = Table(box=None, pad_edge=False, header_style="bold")
-        for header, column_width in zip(HEADERS, widths):
-            table.add_column(header, width=column_width, no_wrap=True, overflow="ellipsis")
-        for row in cells[1:]:
-            table.add_row(*(Text(cell) for cell in row))  # Text: a "[/x]" a rank printed is not markup
-        return table
+    def _table(self, width: int) -> List[str]:
+        """The table's lines (its heading in bold), at most ``width`` wide where the columns allow it."""
+        now = time.monotonic()
+        lines = fit_table(COLUMNS, [self._cells(row, now) for row in self._rows.values()], width)
+        return [BOLD + lines[0] + PLAIN.decode()] + lines[1:]
 
     @staticmethod
     def _cells(row: RankRow, now: float) -> Tuple[str, ...]:
@@ -251,21 +247,6 @@ class LiveConsole(Console):
             eta,
             UNPRINTABLE.sub("", row.last_line)[:LAST_LINE_CHARS],
         )
-
-
-def fit_widths(natural: List[int], width: int) -> List[int]:
-    """Column widths for a terminal ``width`` wide: each column as wide as its content, and when
-    that is too wide, the columns of GIVE_WAY cut in turn, never below their header."""
-    widths = list(natural)
-    excess = sum(widths) + GAP * (len(widths) - 1) - width
-    for index in GIVE_WAY:
-        if excess <= 0:
-            break
-        cut = min(excess, widths[index] - len(HEADERS[index]))
-        if cut > 0:
-            widths[index] -= cut
-            excess -= cut
-    return widths
 
 
 def erase_lines(count: int) -> bytes:

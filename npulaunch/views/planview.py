@@ -152,11 +152,34 @@ def _recovery(plan: LaunchPlan) -> List[str]:
             + ")"
         )
     for excluded in facts.get("excluded") or ():
+        if not excluded.get("attempt") and str(excluded.get("reason")).startswith("fault history: "):
+            continue  # the plan's notes say what the fault history keeps off (plan/faulthistory.py)
         what = f"NPU {excluded['device']}" if excluded.get("device") is not None else "the host"
         lines.append(f"excluded: {excluded.get('host')} {what}: {excluded.get('reason')}")
     if plan.health_interval_s:
         lines.append(f"health watch: every {plan.health_interval_s:g} s (monitor.health_interval_s)")
+    lines.extend(history_lines(plan))
     return lines
+
+
+def history_lines(plan: LaunchPlan) -> List[str]:
+    """What the fault history (plan/faulthistory.py) is and keeps off, in one line (the notes say why):
+    ``plan`` and ``check`` always show it."""
+    facts = (plan.recovery or {}).get("history")
+    if not facts:
+        return []
+    kept = facts.get("kept_off") or []
+    places = [f"host {k['host']}" if k.get("device") is None else f"{k['host']} NPU {k['device']}" for k in kept]
+    entries = facts.get("entries", 0)
+    head = (
+        f"fault history: {facts.get('ledger')} ({entries} entr{'y' if entries == 1 else 'ies'}; a fault keeps its "
+        f"NPU or host off for {facts.get('window_h', 0):g} h, a repeated code until cleared)"
+    )
+    if not places:
+        return [f"{head}: keeps nothing off this job"]
+    if not facts.get("applied", True):
+        return [f"{head}: would keep {', '.join(places)} off, but the scheduler placed this job"]
+    return [f"{head}: keeps {', '.join(places)} off (the notes say why)"]
 
 
 def _rank_table(plan: LaunchPlan) -> str:

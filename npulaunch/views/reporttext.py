@@ -35,6 +35,8 @@ def render_report(summary: JobSummary) -> str:
             lines.append(f"  ranks {rank_ranges(stopped)}: stopped by npulaunch")
     if job.strays_killed:
         lines.append(f"  killed {len(job.strays_killed)} leftover process(es) of the job")
+    if summary.crash_loop:
+        lines.append(f"  stopped as {summary.crash_loop.get('why')}: exit code {job.exit_code} (do not requeue)")
     if summary.attempts and len(summary.attempts) > 1:
         lines.append("  attempts:")
         lines.extend("    " + line for line in attempt_lines(summary.attempts))

@@ -235,7 +235,7 @@ def test_spare_devices_with_super_device_ids(tmp_path: Path) -> None:
 def test_a_recovery_key_misspelt_gets_a_did_you_mean(tmp_path: Path) -> None:
     problem = only(refused(tmp_path, "hosts: [{host: a}]\nrecovery:\n  max_recovery: 2\n"))
     assert (problem.line, problem.path, problem.found) == (6, "recovery.max_recovery", "unknown key 'max_recovery'")
-    assert problem.allowed == "max_recoveries, checkpoint_dir, shrink"
+    assert problem.allowed == "max_recoveries, checkpoint_dir, shrink, ledger, ledger_window_h"
     assert problem.hint == "did you mean 'max_recoveries'?"
 
 
@@ -271,7 +271,7 @@ def test_max_recoveries_out_of_range(tmp_path: Path, value: str, found: str) -> 
 def test_recovery_sections_of_the_wrong_type(tmp_path: Path, value: str) -> None:
     problem = only(refused(tmp_path, f"hosts: [{{host: a}}]\nrecovery: {value}\n"))
     assert (problem.line, problem.path) == (5, "recovery")
-    assert problem.allowed == "a mapping with keys max_recoveries, checkpoint_dir, shrink"
+    assert problem.allowed == "a mapping with keys max_recoveries, checkpoint_dir, shrink, ledger, ledger_window_h"
 
 
 def test_a_negative_health_interval(tmp_path: Path) -> None:
@@ -315,3 +315,47 @@ def test_every_recovery_problem_shows_at_once(tmp_path: Path) -> None:
 def test_spares_of_the_wrong_type_do_not_ask_for_a_non_empty_list(tmp_path: Path) -> None:
     problem = only(refused(tmp_path, "hosts: [{host: a}]\nspares: {host: s}\n"))
     assert problem.path == "spares" and "non-empty" not in problem.allowed
+
+
+# --- the fault history and the crash-loop breaker -----------------------------------------------------
+
+
+def test_the_ledger_and_its_window(tmp_path: Path) -> None:
+    config = load(tmp_path, "hosts: [{host: a}]\nrecovery:\n  ledger: ../shared/faults.jsonl\n  ledger_window_h: 1.5\n")
+    assert config.recovery.ledger == str(tmp_path.parent / "shared" / "faults.jsonl")  # from the YAML's directory
+    assert config.recovery.ledger_window_h == 1.5
+    defaults = load(tmp_path, "hosts: [{host: a}]\n")
+    assert (defaults.recovery.ledger, defaults.recovery.ledger_window_h, defaults.job.crash_loop_limit) == (None, 24, 3)
+    assert load(tmp_path, "hosts: [{host: a}]\nrecovery: {ledger_window_h: 0}\n").recovery.ledger_window_h == 0
+
+
+@pytest.mark.parametrize(
+    "text, path, allowed",
+    [
+        ("recovery: {ledger: 5}", "recovery.ledger", "a file path (relative paths start at the YAML file's directory)"),
+        ("recovery: {ledger: 'logs/{job_id}.jsonl'}", "recovery.ledger", "a file path"),
+        ("recovery: {ledger: 'logs/'}", "recovery.ledger", "a file path"),
+        ("recovery: {ledger_window_h: -1}", "recovery.ledger_window_h", "a number of hours from 0 to 720"),
+        ("recovery: {ledger_window_h: 721}", "recovery.ledger_window_h", "a number of hours from 0 to 720"),
+        ("recovery: {ledger_window_h: a day}", "recovery.ledger_window_h", "a number of hours from 0 to 720"),
+        ("recovery: {ledgr: x}", "recovery.ledgr", ""),
+    ],
+)
+def test_the_ledger_keys_refused(tmp_path: Path, text: str, path: str, allowed: str) -> None:
+    problem = only(refused(tmp_path, f"hosts: [{{host: a}}]\n{text}\n"))
+    assert (problem.line, problem.path) == (5, path)
+    assert problem.allowed.startswith(allowed)
+
+
+@pytest.mark.parametrize("value, ok", [(0, True), (2, True), (101, True), (1, False), (-1, False), (102, False)])
+def test_the_crash_loop_limit(tmp_path: Path, value: int, ok: bool) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(f"version: 1\njob:\n  command: [python3, train.py]\n  crash_loop_limit: {value}\n")
+    if ok:
+        assert load_config(str(path)).job.crash_loop_limit == value
+        return
+    with pytest.raises(ConfigError) as caught:
+        load_config(str(path))
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.path) == (4, "job.crash_loop_limit")
+    assert problem.allowed == "0 (never stop a crash loop) or 2 to 101 attempts"

@@ -124,7 +124,7 @@ def test_the_host_import_check_catches_each_kind_of_offence(tmp_path: Path) -> N
 
 
 def test_the_agent_zip_ships_host_whole() -> None:
-    from npulaunch.launch.ssh.ship import agent_zip
+    from npulaunch.launch.fleet.ship import agent_zip
 
     sources = [PACKAGE / "__init__.py", *HOST_SOURCES]
     with zipfile.ZipFile(io.BytesIO(agent_zip())) as archive:

@@ -16,7 +16,7 @@ from typing import Dict, List
 import pytest
 from helpers import host_plan_dict, live_pids, python37, wait_until
 
-from npulaunch.launch.ssh.ship import build_agent_zip
+from npulaunch.launch.fleet.ship import build_agent_zip
 
 
 @pytest.fixture(scope="module")

@@ -136,9 +136,9 @@ def test_rank_mode_leaves_no_process_between_slurm_and_the_rank(slurm_cluster, t
     assert parents == ["slurmstepd", "slurmstepd"]
 
 
-def test_a_rendered_batch_script_runs_under_sbatch_wait(slurm_cluster, tmp_path: Path, marker: str) -> None:
+def test_a_rendered_node_mode_batch_script_runs_under_sbatch_wait(slurm_cluster, tmp_path: Path, marker: str) -> None:
     config = write_job(tmp_path, marker, "*=env", extra=f"slurm: {{nodes: 2, partition: {slurm_cluster.partition}}}\n")
-    rendered = run_cli("sbatch", str(config))
+    rendered = run_cli("sbatch", str(config), "--mode", "node")
     assert rendered.returncode == 0, rendered.stderr
     assert "#SBATCH --nodes=2" in rendered.stdout and "srun --kill-on-bad-exit=1" in rendered.stdout
     script = tmp_path / "job.sbatch"
@@ -288,7 +288,11 @@ def test_mindx_rank_table_that_never_completes_is_a_clear_error(tmp_path: Path, 
     assert not (tmp_path / "logs").exists()
 
 
-def test_npulaunch_run_in_a_multi_node_batch_script_is_refused(tmp_path: Path, marker: str) -> None:
+def test_npulaunch_run_in_a_batch_script_holds_the_allocation_and_says_when_no_node_can_be_reached(
+    tmp_path: Path, marker: str
+) -> None:
+    # the batch script's environment with no Slurm to reach: the one npulaunch (steps mode) tries each node's
+    # job step, and says what srun said for each; nothing starts
     config = write_job(tmp_path, marker, "*=env")
     env = base_env(
         {
@@ -303,8 +307,10 @@ def test_npulaunch_run_in_a_multi_node_batch_script_is_refused(tmp_path: Path, m
     result = subprocess.run(
         npulaunch_argv("run", str(config)), env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=30
     )
-    assert result.returncode == 2 and "srun --ntasks-per-node=1 npulaunch run" in result.stderr
-    assert not (tmp_path / "logs").exists()
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "cannot start the job; nothing was started" in result.stderr
+    assert "n1: " in result.stderr and "n2: " in result.stderr
+    assert not list((tmp_path / "logs").glob("*/rank-*"))
 
 
 def test_sbatch_submit_submits_the_rendered_script(slurm_cluster, tmp_path: Path, marker: str) -> None:

@@ -20,7 +20,7 @@ from npulaunch.host.wire import Closed, Command, Done, FromAgent, Output, Probe,
 
 
 def channel_for(netns_hosts, host, messages):
-    from npulaunch.launch.ssh.channel import AgentChannel, SshTarget, connect
+    from npulaunch.launch.fleet.ssh import AgentChannel, SshTarget, connect
 
     target = SshTarget(
         host.name,
@@ -61,7 +61,7 @@ def drain(messages: "queue.Queue", until, timeout_s: float = 20) -> List[FromAge
 
 
 def built_zip(tmp_path: Path) -> bytes:
-    from npulaunch.launch.ssh.ship import agent_zip
+    from npulaunch.launch.fleet.ship import agent_zip
 
     return agent_zip()
 
@@ -81,7 +81,8 @@ def test_the_agent_runs_on_a_remote_host(netns_hosts, tmp_path: Path, marker: st
 
 
 def test_an_unknown_host_key_is_refused(netns_hosts, tmp_path: Path) -> None:
-    from npulaunch.launch.ssh.channel import BackendError, SshTarget, connect
+    from npulaunch.launch.fleet.link import BackendError
+    from npulaunch.launch.fleet.ssh import SshTarget, connect
 
     empty = tmp_path / "known_hosts"
     empty.write_text("")

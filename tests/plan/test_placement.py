@@ -5,6 +5,7 @@ same through build_plan."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import List, Tuple
 
 import pytest
@@ -530,10 +531,11 @@ def test_devices_from_the_command_line_that_were_spares_are_used_not_held_back(t
     assert arrange(config, (), resolve).hosts[0].devices == (0, 1, 2)
 
 
-def test_plan_shows_the_spares_and_the_watch() -> None:
+def test_plan_shows_the_spares_and_the_watch(tmp_path: Path) -> None:
     from helpers import run_cli
 
-    result = run_cli("plan", "cluster_configs/local-4-recovery.yaml")
+    # a log_dir of its own: the fault history of the example's real runs (../npulaunch-logs) stays out of it
+    result = run_cli("plan", "cluster_configs/local-4-recovery.yaml", "--log-dir", str(tmp_path))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert (

@@ -10,28 +10,44 @@ import pytest
 from helpers import GOLDEN, ROOT, run_cli
 
 from npulaunch.config.load import load_config
+from npulaunch.host.errors import UsageError
 from npulaunch.plan.schedulers.slurm import BatchOptions, render_sbatch
 
 CONFIG = ROOT / "cluster_configs" / "slurm-4x8.yaml"
+RECOVERY = ROOT / "cluster_configs" / "slurm-recovery.yaml"
 
 
-def rendered(options: BatchOptions) -> str:
-    text = render_sbatch(load_config(str(CONFIG)), str(CONFIG), options, "/opt/venv/bin/python3")
+def rendered(options: BatchOptions, config: Path = CONFIG) -> str:
+    text = render_sbatch(load_config(str(config)), str(config), options, "/opt/venv/bin/python3")
     return text.replace(str(ROOT), "<repo>")
 
 
 @pytest.mark.parametrize(
-    "name, options",
+    "name, config, options",
     [
-        ("slurm-4x8.node.sbatch", BatchOptions()),
-        ("slurm-4x8.rank.sbatch", BatchOptions(mode="rank", nodes=2, time="30", partition="debug", job_id="r1")),
+        ("slurm-4x8.node.sbatch", CONFIG, BatchOptions(mode="node")),
+        (
+            "slurm-4x8.rank.sbatch",
+            CONFIG,
+            BatchOptions(mode="rank", nodes=2, time="30", partition="debug", job_id="r1"),
+        ),
+        ("slurm-4x8.steps.sbatch", CONFIG, BatchOptions()),
+        ("slurm-recovery.steps.sbatch", RECOVERY, BatchOptions(exclude=("n7", "n12"))),
     ],
 )
-def test_batch_script_matches_golden(name: str, options: BatchOptions) -> None:
+def test_batch_script_matches_golden(name: str, config: Path, options: BatchOptions) -> None:
     golden = GOLDEN / name
     if os.environ.get("NPULAUNCH_UPDATE_GOLDEN"):
-        golden.write_text(rendered(options))
-    assert rendered(options) == golden.read_text()
+        golden.write_text(rendered(options, config))
+    assert rendered(options, config) == golden.read_text()
+
+
+def test_spare_nodes_need_the_steps_mode_and_a_checkpoint_dir() -> None:
+    with pytest.raises(UsageError, match="spare nodes need the steps mode"):
+        rendered(BatchOptions(mode="node"), RECOVERY)
+    with pytest.raises(UsageError, match="recovery.checkpoint_dir"):
+        rendered(BatchOptions(spare_nodes=2), CONFIG)
+    assert "#SBATCH --nodes=6\n" in rendered(BatchOptions(spare_nodes=2, nodes=4), RECOVERY)
 
 
 def test_flags_win_over_the_yaml() -> None:

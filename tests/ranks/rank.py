@@ -116,6 +116,8 @@ def act(action):
             )
             sys.exit(1)
         print("connected on attempt %d" % attempt)
+    elif name == "attempt_step":  # a step further on every attempt: step 10 x NPULAUNCH_ATTEMPT (progress)
+        print("step %d" % (10 * int(os.environ.get("NPULAUNCH_ATTEMPT", "1"))), flush=True)
     elif name == "beat":  # silent, but a heartbeat every 0.2 s for ARG seconds, then exit 0
         from npulaunch import session
 

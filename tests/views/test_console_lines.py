@@ -176,11 +176,12 @@ def test_stdout_and_stderr_to_one_place_share_one_writer(tmp_path: Path) -> None
 
 
 def test_a_narrow_terminal_cuts_the_last_line_then_the_state_never_a_header() -> None:
-    from npulaunch.views.liveview import GAP, HEADERS, fit_widths
+    from npulaunch.views.columns import GAP, fit_widths
+    from npulaunch.views.liveview import COLUMNS
 
     natural = [4, 6, 30, 7, 6, 7, 3, 60]  # a long state (signatures) and a long last line
-    assert fit_widths(natural, 200) == natural
-    narrow = fit_widths(natural, 80)
-    assert sum(narrow) + GAP * (len(HEADERS) - 1) == 80 and narrow[:2] + narrow[3:7] == [4, 6, 7, 6, 7, 3]
+    assert fit_widths(COLUMNS, natural, 200) == natural
+    narrow = fit_widths(COLUMNS, natural, 80)
+    assert sum(narrow) + len(GAP) * (len(COLUMNS) - 1) == 80 and narrow[:2] + narrow[3:7] == [4, 6, 7, 6, 7, 3]
     assert narrow[7] == len("last line") and narrow[2] < 30  # the last line gave way first, then the state
-    assert fit_widths(natural, 20) == [4, 6, 5, 7, 6, 7, 3, 9]  # too narrow even so: headers whole, rich crops
+    assert fit_widths(COLUMNS, natural, 20) == [4, 6, 5, 7, 6, 7, 3, 9]  # too narrow even so: headings whole

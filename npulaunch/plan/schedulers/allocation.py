@@ -83,6 +83,49 @@ def _node_names(config: ClusterConfig, view: SchedulerView) -> Tuple[Tuple[str, 
     return tuple(names), source
 
 
+def controller_config(config: ClusterConfig, view: SchedulerView) -> ClusterConfig:
+    """The config as a Slurm allocation holds it when one npulaunch (the batch script's) runs the whole job as
+    job steps: the job's hosts are the first ``slurm.nodes`` nodes (by default all but ``slurm.spare_nodes``),
+    the nodes beyond them its spare hosts, each following the YAML's entry of its name, or the single entry
+    every node follows. npulaunch places the job, as over SSH: the node index is no longer the scheduler's."""
+    names, source = _node_names(config, replace(view, node_count=None))
+    spare = int(config.slurm.get("spare_nodes", 0))
+    wanted = int(config.slurm.get("nodes") or len(names) - spare)
+    if wanted < 1 or wanted + spare > len(names):
+        raise SchedulerError(
+            f"slurm: the allocation has {len(names)} nodes ({view_sources(view)}); the job needs {wanted} "
+            f"(slurm.nodes) and {spare} spare (slurm.spare_nodes): allocate {max(wanted, 1) + spare} nodes "
+            "(npulaunch sbatch asks for them)"
+        )
+    entries = [_entry_for(config, name, index) for index, name in enumerate(names)]
+    sources = dict(
+        config.sources,
+        hosts=f"{source}, the first {wanted}",
+        scheduler=f"slurm ({view.sources.get('kind', 'detected')}): the batch script runs the job as job steps",
+    )
+    if len(names) > wanted:
+        sources["spares"] = f"{source}: the {len(names) - wanted} nodes beyond the job's {wanted}"
+    return replace(config, hosts=tuple(entries[:wanted]), spares=tuple(entries[wanted:]), sources=sources)
+
+
+def _entry_for(config: ClusterConfig, name: str, index: int) -> HostConfig:
+    """The YAML's entry of node ``name``, or the single entry every node follows (without its device IPs)."""
+    by_name = {h.host: h for h in config.hosts}
+    if name in by_name:
+        return by_name[name]
+    if len(config.hosts) != 1:
+        raise ConfigError(
+            [
+                config.problem(
+                    ("hosts",),
+                    f"no entry for node {name} (node {index} of the allocation)",
+                    "one entry per allocated node (by name), or a single entry that every node follows",
+                )
+            ]
+        )
+    return replace(config.hosts[0], host=name, device_ips=None)
+
+
 def tasks_on(view: SchedulerView, index: int) -> int:
     """How many tasks the scheduler starts on node ``index``."""
     if view.tasks_per_node is not None:

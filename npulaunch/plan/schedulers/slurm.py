@@ -168,55 +168,91 @@ def _put_tasks_per_node(draft: Draft, env: Mapping[str, str]) -> None:
 # --- npulaunch sbatch
 
 
+MODES = ("steps", "node", "rank")
+_WHY = {
+    "steps": (
+        "this script's one npulaunch holds the allocation and runs the job's ranks as job\n# steps, one per "
+        "node; a lost node or an NPU fault moves its ranks to a spare node, or requeues\n# the job without it"
+    ),
+    "node": "one npulaunch per node starts that node's ranks",
+    "rank": "Slurm starts every rank; npulaunch exec gives each its environment, then becomes it",
+}
+
+
 @dataclass(frozen=True)
 class BatchOptions:
     """Flags of ``npulaunch sbatch``; None: from the YAML's ``slurm`` section (or the default)."""
 
     nodes: Optional[int] = None
+    spare_nodes: Optional[int] = None
     time: Optional[str] = None
     partition: Optional[str] = None
     account: Optional[str] = None
-    mode: str = "node"  # node: one npulaunch per node; rank: one npulaunch exec per rank
+    mode: str = "steps"  # steps: npulaunch holds the allocation; node: one npulaunch per node; rank: exec per rank
     job_id: Optional[str] = None
+    exclude: Tuple[str, ...] = ()  # nodes kept off (the fault history's)
 
 
 def render_sbatch(config: ClusterConfig, config_path: str, options: BatchOptions, python: str) -> str:
     """The batch script. ``python``: the interpreter (with npulaunch) the nodes run."""
     slurm = config.slurm
     nodes = options.nodes or slurm.get("nodes") or len(config.hosts)
-    per_node = 1 if options.mode == "node" else _ranks_per_node(config)
-    header = [("job-name", config.job.name), ("nodes", str(nodes)), ("ntasks-per-node", str(per_node))]
+    spare = options.spare_nodes if options.spare_nodes is not None else slurm.get("spare_nodes", 0)
+    if spare and options.mode != "steps":
+        raise UsageError(f"spare nodes need the steps mode (npulaunch holds the allocation), not --mode {options.mode}")
+    if spare and not config.recovery.checkpoint_dir:
+        raise UsageError(
+            f"{spare} spare nodes without recovery.checkpoint_dir: a spare takes a lost node's ranks, which resume "
+            "from the newest checkpoint there; set recovery.checkpoint_dir"
+        )
+    per_node = _ranks_per_node(config) if options.mode == "rank" else 1
+    header = [("job-name", config.job.name), ("nodes", str(nodes + spare)), ("ntasks-per-node", str(per_node))]
     for key in ("time", "partition", "account"):
         value = getattr(options, key) or slurm.get(key)
         if value:
             header.append((key, value))
     header.append(("output", os.path.join(config.job.log_dir, "slurm-%j.out")))
-    command = "run" if options.mode == "node" else "exec"
-    argv = [python, "-m", "npulaunch", command, "--scheduler", "slurm", os.path.abspath(config_path)]
-    if options.job_id:
-        argv += ["--job-id", options.job_id]
-    srun = ["srun", "--kill-on-bad-exit=1", f"--ntasks-per-node={per_node}", "--distribution=block"]
-    why = (
-        "one npulaunch per node starts that node's ranks"
-        if options.mode == "node"
-        else "Slurm starts every rank; npulaunch exec gives each its environment, then becomes it"
-    )
     lines = [
         "#!/bin/bash",
         f"# Rendered by npulaunch {__version__} (npulaunch sbatch) from {os.path.abspath(config_path)}.",
-        f"# {options.mode} mode: {why}.",
-        "# A failing rank ends its task with a non-zero status; --kill-on-bad-exit=1 then stops every node.",
-        "# The --output directory must exist when the job starts (npulaunch sbatch --submit creates it).",
+        f"# {options.mode} mode: {_WHY[options.mode]}.",
     ]
-    lines += [f"#SBATCH --{key}={_quotedvalue_of(value)}" for key, value in header]
+    if options.mode != "steps":
+        lines.append(
+            "# A failing rank ends its task with a non-zero status; --kill-on-bad-exit=1 then stops every node."
+        )
+    lines.append("# The --output directory must exist when the job starts (npulaunch sbatch --submit creates it).")
+    lines += [f"#SBATCH --{key}={_quoted(value)}" for key, value in header]
+    if options.mode == "steps":
+        lines += _steps_header(config, nodes, spare, options.exclude)
     lines += [f"#SBATCH {option}" for option in slurm.get("sbatch_options", ())]
-    lines += [
-        "set -eu",
-        f"mkdir -p {shlex.quote(config.job.log_dir)}",
-        "exec " + " ".join(shlex.quote(word) for word in srun + argv),
-        "",
-    ]
+    argv = [python, "-m", "npulaunch", "exec" if options.mode == "rank" else "run", "--scheduler", "slurm"]
+    argv += [os.path.abspath(config_path)] + (["--job-id", options.job_id] if options.job_id else [])
+    if options.mode != "steps":
+        argv = ["srun", "--kill-on-bad-exit=1", f"--ntasks-per-node={per_node}", "--distribution=block"] + argv
+    lines += ["set -eu", f"mkdir -p {shlex.quote(config.job.log_dir)}", "exec " + shlex.join(argv), ""]
     return "\n".join(lines)
+
+
+def _steps_header(config: ClusterConfig, nodes: int, spare: int, exclude: Sequence[str]) -> List[str]:
+    """The steps mode's own lines: the allocation survives a node's failure (--no-kill: npulaunch moves its
+    ranks), the job may be requeued (npulaunch requeues it without a broken node), a requeued run appends to
+    the same output, and the nodes the fault history keeps off are excluded."""
+    lines = [
+        f"# {nodes} node{'s' if nodes != 1 else ''} run the job"
+        + (
+            f"; {spare} more {'is' if spare == 1 else 'are'} held back as spare{'s' if spare != 1 else ''}."
+            if spare
+            else "."
+        ),
+        "#SBATCH --no-kill",
+    ]
+    if config.recovery.max_recoveries:
+        lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append"]
+    if exclude:
+        lines += [f"# Kept off by the fault history (npulaunch faults): {', '.join(exclude)}."]
+        lines += [f"#SBATCH --exclude={','.join(exclude)}"]
+    return lines
 
 
 def _ranks_per_node(config: ClusterConfig) -> int:
@@ -229,7 +265,7 @@ def _ranks_per_node(config: ClusterConfig) -> int:
     return counts.pop()
 
 
-def _quotedvalue_of(value: str) -> str:
+def _quoted(value: str) -> str:
     """sbatch reads #SBATCH lines itself (no shell): only whitespace needs quoting."""
     return f'"{value}"' if any(c.isspace() for c in value) else value
 

@@ -1,17 +1,17 @@
-"""The job's hosts over SSH, connected and checked before anything starts.
+"""The job's hosts, reached through a transport (SSH, or Slurm's job steps: fleet/link.py) and checked
+before anything starts.
 
-``open_fleet`` connects to every host in parallel, ships and starts one agent per host, and has
+``open_fleet`` reaches every host in parallel, ships and starts one agent per host, and has
 it answer the preflight probe (with the NPU health facts); the answers are judged together
 (plan/checks/remote.py, plan/checks/health.py), then, for a job on several hosts, a second round has fresh
 agents ping their peers' NPUs (plan/checks/net.py). All failures are reported together and nothing
 starts if any host fails. The plan is built after that (remote ``devices: all`` and device IPs come
 from the probe). The agents then wait for their part of the plan, which ``FleetRun``
-(launch/ssh/run.py) hands them.
+(launch/fleet/run.py) hands them.
 """
 
 from __future__ import annotations
 
-import os
 import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,8 +20,8 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from npulaunch.config.cluster import ALL_DEVICES
 from npulaunch.host.wire import Closed, FromAgent, Probe, ProbeAnswer, ToAgent
-from npulaunch.launch.ssh.channel import AgentChannel, BackendError, SshTarget, connect
-from npulaunch.launch.ssh.ship import agent_zip
+from npulaunch.launch.fleet.link import BackendError, Channel, Connect, Link
+from npulaunch.launch.fleet.ship import agent_zip
 from npulaunch.plan.checks.findings import CheckFailed, Finding, Severity, fatal
 from npulaunch.plan.checks.health import HealthSettings
 from npulaunch.plan.checks.remote import judge, probe_asks, remote_facts, review_health
@@ -35,12 +35,13 @@ class Fleet:
     for its plan. ``open`` is all or nothing: every host's problem is reported together and no
     agent is left behind when any host fails."""
 
-    def __init__(self, targets: Dict[str, SshTarget], parallel: int = 32, spares: Tuple[str, ...] = ()) -> None:
-        self.targets = targets
+    def __init__(self, hosts: List[str], connect: Connect, parallel: int = 32, spares: Tuple[str, ...] = ()) -> None:
+        self.hosts = hosts  # every host, spares included
+        self._connect = connect
         self.spares = spares  # hosts held back for recovery: one that cannot be reached is a warning
         self.parallel = max(1, parallel)
-        self.connections: Dict[str, Any] = {}
-        self.waiting: Dict[str, AgentChannel] = {}  # agents that probed and wait for a plan
+        self.connections: Dict[str, Link] = {}
+        self.waiting: Dict[str, Channel] = {}  # agents that probed and wait for a plan
         self.facts: Dict[str, Dict[str, Any]] = {}  # host -> remotecheck.remote_facts
         self.answers: Dict[str, Dict[str, Any]] = {}  # host -> everything its probe found
         self.problems: Dict[str, List[str]] = {}  # host -> what stops the job there (judge)
@@ -54,7 +55,7 @@ class Fleet:
     ) -> "Fleet":
         """Connect, probe, and judge (``review``: the health check over every answer, which may ask the
         hosts again through ``ask_round``). Raises CheckFailed with every problem and finding."""
-        found = self._each(lambda host: connect(self.targets[host]), list(self.targets))
+        found = self._each(self._connect, list(self.hosts))
         problems = {h: [str(e)] for h, e in found.items() if isinstance(e, BackendError)}
         self.connections = {h: c for h, c in found.items() if not isinstance(c, BackendError)}
         problems = self._spares_apart(problems)
@@ -66,7 +67,7 @@ class Fleet:
                 findings = review(self)
         if problems or fatal(findings):
             self.close()
-            listed = [p for host in self.targets for p in problems.get(host, [])]
+            listed = [p for host in self.hosts for p in problems.get(host, [])]
             raise CheckFailed("cannot start the job; nothing was started", listed, findings, self.checked)
         self.findings = [f for f in findings if f.severity is not Severity.FATAL]
         return self
@@ -101,8 +102,9 @@ class Fleet:
                 problems[host], warnings = judge(host, asks[host], message.facts, sent, time.time())
                 self.warnings.extend(warnings)
                 self.answers[host] = message.facts
+                link = self.connections[host]
                 self.facts[host] = dict(
-                    remote_facts(message.facts), address=self._address(host), launcher_address=self._own_address(host)
+                    remote_facts(message.facts), address=link.address(), launcher_address=link.own_address()
                 )
                 if host in self.spares:  # a spare may wait for long: a fresh agent starts when it is used
                     self.waiting.pop(host).close_channel()
@@ -114,10 +116,10 @@ class Fleet:
         messages: "queue.Queue[Tuple[str, FromAgent]]" = queue.Queue()
         started = self._each(lambda h: self.start_agent(h, messages, Probe(asks[h])), list(asks))
         try:
-            got = self._collect(messages, {h for h, c in started.items() if isinstance(c, AgentChannel)}, timeout_s)
+            got = self._collect(messages, {h for h, c in started.items() if not isinstance(c, BackendError)}, timeout_s)
         finally:
             for channel in started.values():
-                if isinstance(channel, AgentChannel):
+                if not isinstance(channel, BackendError):
                     channel.close_channel()
         return {h: m.facts if isinstance(m, ProbeAnswer) else None for h, m in got.items()}
 
@@ -137,29 +139,10 @@ class Fleet:
                 got[host] = message
         return got
 
-    def _address(self, host: str) -> Optional[str]:
-        """The address this launcher reached ``host`` at (a rank-table-free job's CM_WORKER_IP)."""
-        transport = self.connections[host].client.get_transport()
-        try:
-            return str(transport.getpeername()[0]) if transport is not None else None
-        except OSError:
-            return None
-
-    def _own_address(self, host: str) -> Optional[str]:
-        """This launcher's address toward ``host`` (its end of the SSH connection): where ``host`` reaches
-        a meeting point on the launcher's machine (MASTER_ADDR, MS_SCHED_HOST) and the launcher's HCCL_IF_IP."""
-        transport = self.connections[host].client.get_transport()
-        try:
-            return str(transport.sock.getsockname()[0]) if transport is not None else None
-        except (OSError, AttributeError):
-            return None
-
     def start_agent(
         self, host: str, messages: "queue.Queue[Tuple[str, FromAgent]]", first: ToAgent, wake_fd: Optional[int] = None
-    ) -> AgentChannel:
-        channel = AgentChannel(self.connections[host], host, messages, wake_fd)
-        channel.start(self.agent_code, first)
-        return channel
+    ) -> Channel:
+        return self.connections[host].start_agent(self.agent_code, first, messages, wake_fd)
 
     def _each(self, work: Callable[[str], Any], hosts: List[str]) -> Dict[str, Any]:
         """``work(host)`` for every host in parallel; a BackendError is returned, not raised."""
@@ -183,34 +166,17 @@ class Fleet:
         self.connections.clear()
 
 
-def open_fleet(loaded: Loaded, settings: Optional[HealthSettings] = None) -> Fleet:
-    """Connect to every host, ship the agent and run the preflight probe there (Fabric is
-    imported only now), with the NPU health check of ``settings`` (None: the check's defaults).
-    Raises CheckFailed, listing every host's problem, if any host fails.
-    What can be checked offline is checked first: a plan without the hosts' facts (unless a
-    remote host's devices are only known from its npu-smi), so a bad config never waits on SSH."""
+def open_fleet(
+    loaded: Loaded, connect: Connect, settings: Optional[HealthSettings] = None, parallel: int = 32
+) -> Fleet:
+    """Reach every host through ``connect``, ship the agent and run the preflight probe there, with the NPU
+    health check of ``settings`` (None: the check's defaults). Raises CheckFailed, listing every host's
+    problem, if any host fails. What can be checked offline is checked first: a plan without the hosts'
+    facts (unless a remote host's devices are only known from its npu-smi), so a bad config never waits on
+    a transport."""
     config = loaded.config
     if not any(h.devices == ALL_DEVICES and h.host not in loaded.local_names for h in config.hosts):
         planner(loaded)(1)
-
-    ssh = config.ssh
-    targets = {}
-    for host in config.hosts + config.spares:
-        login = dict(ssh, **host.ssh)
-        paths = {
-            key: os.path.expanduser(login[key]) if login.get(key) else None
-            for key in ("identity_file", "known_hosts", "config")
-        }
-        targets[host.host] = SshTarget(
-            host.host,
-            user=login.get("user"),
-            port=login.get("port"),
-            identity_file=paths["identity_file"],
-            known_hosts=paths["known_hosts"],
-            ssh_config=paths["config"],
-            accept_unknown_hosts=bool(login.get("accept_unknown_hosts", False)),
-            connect_timeout_s=float(login.get("connect_timeout_s", 10.0)),
-        )
     settings = settings or HealthSettings()
     asks = probe_asks(config, loaded.job_id, settings)
     if config.spares:  # probed like the job's hosts: their NPUs, addresses and health are known when needed
@@ -222,5 +188,6 @@ def open_fleet(loaded: Loaded, settings: Optional[HealthSettings] = None) -> Fle
         fleet.checked = checked
         return findings
 
+    hosts = [h.host for h in config.hosts + config.spares]
     spares = tuple(h.host for h in config.spares)
-    return Fleet(targets, parallel=int(ssh.get("parallel", 32)), spares=spares).open(asks, review)
+    return Fleet(hosts, connect, parallel=parallel, spares=spares).open(asks, review)

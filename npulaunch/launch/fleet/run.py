@@ -21,9 +21,9 @@ from npulaunch.host.events import Event, EventKind
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
 from npulaunch.host.spec import RankSpec
 from npulaunch.host.wire import Beat, Closed, Command, Done, FromAgent, Output, Start
+from npulaunch.launch.fleet.fleet import Fleet
+from npulaunch.launch.fleet.link import Channel
 from npulaunch.launch.runner import Item, RankOutput
-from npulaunch.launch.ssh.channel import AgentChannel
-from npulaunch.launch.ssh.fleet import Fleet
 from npulaunch.plan.launchplan import LaunchPlan
 
 HEARTBEAT_INTERVAL_S = 2.0
@@ -53,7 +53,7 @@ class FleetRun:
         self._heartbeat_timeout_s = heartbeat_timeout() if heartbeat_timeout_s is None else heartbeat_timeout_s
         self._heard: Dict[str, float] = {}  # host -> when its agent last sent anything (hosts that send beats)
         self._specs = {spec.rank: spec for spec in plan.processes}
-        self._channels: Dict[str, AgentChannel] = {}
+        self._channels: Dict[str, Channel] = {}
         self._copies: Dict[Tuple[int, str], IO[bytes]] = {}  # (rank, stream) -> the launcher-side log file
         self._stopping = self._killed = False
         self.stop_signal: Optional[int] = None

@@ -1,7 +1,7 @@
-"""One host's agent over SSH: connect (host keys checked against known_hosts unless accepting
-unknown hosts was asked for), ship the agent zip application into a private temporary directory
-(mkdtemp-style, 0700, removed when the agent exits), start it without a pty, and exchange JSON
-lines with it. Fabric (paramiko) is imported only here, only when a job has remote hosts.
+"""The SSH transport: connect to a host (host keys checked against known_hosts unless accepting unknown
+hosts was asked for), ship the agent zip application into a private temporary directory (mkdtemp-style,
+0700, removed when the agent exits), start it without a pty, and exchange JSON lines with it. Fabric
+(paramiko) is imported only here, only when a job has remote hosts.
 
 The remote command is the only shell string npulaunch builds: every piece goes through
 shlex.quote. What the ranks run travels inside the JSON plan, never on a command line.
@@ -9,50 +9,26 @@ shlex.quote. What the ranks run travels inside the JSON plan, never on a command
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import queue
-import shlex
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 import paramiko
 from fabric import Connection
 
-from npulaunch.host.errors import NpulaunchError
-from npulaunch.host.wire import Closed, FromAgent, ToAgent, encode, from_agent
+from npulaunch.host.wire import Closed, FromAgent, ToAgent, encode
+from npulaunch.launch.fleet.link import BackendError, Channel, LineReader, Messages, agent_command, wake
+
+if TYPE_CHECKING:
+    from npulaunch.config.cluster import ClusterConfig
 
 CONNECT_TIMEOUT_S = 10.0
 # paramiko logs a failed handshake with a traceback; with no handler configured, Python's last-resort
 # handler would print it. npulaunch reports the failure itself, one line per host.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
-# Runs on the host, in the new private directory: copies the agent zip (argv[1] bytes) from stdin,
-# unbuffered, so the JSON lines that follow stay in the pipe for the agent, then runs it in the
-# same interpreter (one interpreter start per host). Any python3: the zip checks the version.
-BOOTSTRAP = """import json, os, sys
-left = int(sys.argv[1])
-with open("agent.pyz", "wb") as out:
-    while left:
-        data = os.read(0, min(left, 1 << 16))
-        if not data:
-            sys.exit("npulaunch: the agent's code was cut short in transit")
-        out.write(data)
-        left -= len(data)
-sys.stdout.write(json.dumps({"type": "shipped", "dir": os.getcwd()}) + "\\n")
-sys.stdout.flush()
-sys.argv = [os.path.abspath("agent.pyz")]
-import runpy
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
-class BackendError(NpulaunchError):
-    """A host could not be reached, authenticated or prepared; nothing was started."""
-
-    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -119,7 +95,7 @@ class AgentChannel:
         self,
         connection: Connection,
         host: str,
-        messages: "queue.Queue[Tuple[str, FromAgent]]",
+        messages: Messages,
         wake_fd: Optional[int] = None,
     ) -> None:
         self.connection, self.host, self._messages = connection, host, messages
@@ -129,22 +105,12 @@ class AgentChannel:
         self.remote_dir = ""
 
     def start(self, agent_zip: bytes, first: ToAgent, python: str = "python3") -> None:
-        """Ship the agent into a private temporary directory and start it with its first message.
-
-        One remote command does it all (each command costs a login shell, whose rc files can take
-        ~0.1 s on a real host): make the directory, copy the zip from stdin into it, run it, and
-        remove the directory whatever way the agent ended. The zip travels on the channel's own
-        stdin, ahead of the JSON lines, so there is no SFTP session either."""
-        py = shlex.quote(python)
-        command = (
-            'umask 077 && d=$(mktemp -d /tmp/npulaunch-agent.XXXXXXXX) && cd "$d" && '
-            f"{py} -I -S -c {shlex.quote(BOOTSTRAP)} {len(agent_zip)}; "
-            's=$?; cd / && rm -rf "$d"; exit $s'
-        )
+        """Ship the agent and start it with its first message: one remote command (each costs a login
+        shell, whose rc files can take ~0.1 s on a real host), fleet/link.py's ``agent_command``."""
         transport = self.connection.client.get_transport()
         assert transport is not None
         channel = transport.open_session()
-        channel.exec_command(command)  # no pty: the agent itself watches its stdin
+        channel.exec_command(agent_command(len(agent_zip), python))  # no pty: the agent itself watches its stdin
         self._channel = channel
         self._reader = threading.Thread(target=self._read, name=f"agent-{self.host}", daemon=True)
         self._reader.start()
@@ -166,24 +132,13 @@ class AgentChannel:
 
     def _read(self) -> None:
         assert self._channel is not None
-        buffer = b""
+        lines = LineReader(self._put)
         while True:
             data = self._channel.recv(65536)
             if not data:
                 break
-            *lines, buffer = (buffer + data).split(b"\n")
-            for line in lines:
-                if line.strip():
-                    try:
-                        message = json.loads(line)
-                    except ValueError:
-                        continue
-                    if message.get("type") == "shipped":
-                        self.remote_dir = message["dir"]
-                        continue
-                    decoded = from_agent(message)
-                    if decoded is not None:
-                        self._put(decoded)
+            lines.feed(data)
+            self.remote_dir = lines.remote_dir or self.remote_dir
         status = self._channel.recv_exit_status()
         errors = b""
         while self._channel.recv_stderr_ready() and len(errors) < 65536:
@@ -192,13 +147,9 @@ class AgentChannel:
 
     def _put(self, message: FromAgent) -> None:
         self._messages.put((self.host, message))
-        if self._wake_fd is not None:
-            try:
-                os.write(self._wake_fd, b"m")
-            except OSError:  # the pipe is full: the loop is awake anyway
-                pass
+        wake(self._wake_fd)
 
-    def attach(self, messages: "queue.Queue[Tuple[str, FromAgent]]", wake_fd: Optional[int] = None) -> None:
+    def attach(self, messages: Messages, wake_fd: Optional[int] = None) -> None:
         """Deliver the messages from now on to another queue (a new attempt's loop)."""
         self._messages, self._wake_fd = messages, wake_fd
 
@@ -210,3 +161,63 @@ class AgentChannel:
     def close(self) -> None:
         self.close_channel()
         self.connection.close()
+
+
+class SshLink:
+    """One host over SSH (fleet/link.py's Link): an open connection; each agent a session on it."""
+
+    def __init__(self, connection: Connection, host: str) -> None:
+        self.connection, self.host = connection, host
+
+    def start_agent(self, code: bytes, first: ToAgent, messages: Messages, wake_fd: Optional[int]) -> Channel:
+        channel = AgentChannel(self.connection, self.host, messages, wake_fd)
+        channel.start(code, first)
+        return channel
+
+    def address(self) -> Optional[str]:
+        """The address this launcher reached the host at (a rank-table-free job's CM_WORKER_IP)."""
+        transport = self.connection.client.get_transport()
+        try:
+            return str(transport.getpeername()[0]) if transport is not None else None
+        except OSError:
+            return None
+
+    def own_address(self) -> Optional[str]:
+        """This launcher's address toward the host (its end of the SSH connection): where the host reaches a
+        meeting point on the launcher's machine (MASTER_ADDR, MS_SCHED_HOST) and the launcher's HCCL_IF_IP."""
+        transport = self.connection.client.get_transport()
+        try:
+            return str(transport.sock.getsockname()[0]) if transport is not None else None
+        except (OSError, AttributeError):
+            return None
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def ssh_targets(config: "ClusterConfig") -> Dict[str, SshTarget]:
+    """Every host of the job (spares included) as the YAML's ssh section and its host entries say to reach it."""
+    targets = {}
+    for host in config.hosts + config.spares:
+        login = dict(config.ssh, **host.ssh)
+        paths = {
+            key: os.path.expanduser(login[key]) if login.get(key) else None
+            for key in ("identity_file", "known_hosts", "config")
+        }
+        targets[host.host] = SshTarget(
+            host.host,
+            user=login.get("user"),
+            port=login.get("port"),
+            identity_file=paths["identity_file"],
+            known_hosts=paths["known_hosts"],
+            ssh_config=paths["config"],
+            accept_unknown_hosts=bool(login.get("accept_unknown_hosts", False)),
+            connect_timeout_s=float(login.get("connect_timeout_s", 10.0)),
+        )
+    return targets
+
+
+def ssh_connect(config: "ClusterConfig") -> Callable[[str], SshLink]:
+    """How the fleet reaches each host of ``config`` over SSH."""
+    targets = ssh_targets(config)
+    return lambda host: SshLink(connect(targets[host]), host)

@@ -1,1 +1,0 @@
-"""The SSH backend: how the launcher reaches the agents of hosts other than its own."""

@@ -1,0 +1,180 @@
+"""npulaunch holding a Slurm allocation, on the tests' real Slurm cluster (n1-n3): the batch script's one
+``npulaunch run`` starts each node's agent as a job step (srun is the transport, as SSH is over SSH), and
+when a node dies mid-run (its slurmd and every process of its steps killed) the agents' heartbeats say so in
+seconds, the ranks move to the spare node as new job steps and resume from the newest checkpoint; an NPU
+fault on a node does the same; with no spare left the job requeues itself without the broken node. No
+process is left on any node."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from helpers import RANKS, base_env, marked_pids, run_cli
+
+HEARTBEAT_S = 3  # NPULAUNCH_HEARTBEAT_TIMEOUT_S for these jobs: a silent node is lost after this long
+FINAL = 400  # training steps of 0.05 s: 20 s, time enough to lose a node in the middle
+
+
+def write_job(tmp_path: Path, marker: str, action: str, extra: str = "", devices: str = "2") -> Path:
+    config = tmp_path / "job.yaml"
+    config.write_text(f"""job:
+  name: steps
+  command: [{sys.executable}, {RANKS / "rank.py"}, "{action}"]
+  log_dir: {tmp_path / "logs"}
+  grace_period_s: 1
+hosts:
+  - {{host: any-node, devices: {devices}}}
+rank_table: none
+env:
+  NPLTEST_MARKER: {marker}
+  CKPT_DIR: '{tmp_path}/out/{{rank}}/ckpt'
+  CKPT_EVERY: '5'
+  TRAIN_STEP_S: '0.05'
+{extra}""")
+    return config
+
+
+def submit(cluster, tmp_path: Path, marker: str, config: Path, env: Optional[Dict[str, str]] = None):
+    """The batch script ``npulaunch sbatch`` renders, submitted with ``sbatch --wait`` (the Popen: the test acts
+    on the job while it runs)."""
+    rendered = run_cli("sbatch", str(config))
+    assert rendered.returncode == 0, rendered.stderr
+    script = tmp_path / "job.sbatch"
+    script.write_text(rendered.stdout)
+    (tmp_path / "logs").mkdir(exist_ok=True)  # --output's directory (npulaunch sbatch --submit makes it)
+    environment = cluster.client_env(
+        base_env({"NPLTEST_MARKER": marker, "NPULAUNCH_HEARTBEAT_TIMEOUT_S": str(HEARTBEAT_S), **(env or {})}, True)
+    )
+    environment.pop("SBATCH_OUTPUT", None)  # the script's own --output (in log_dir), as a user gets it
+    return subprocess.Popen(
+        ["sbatch", "--wait", str(script)],
+        env=environment,
+        cwd=str(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: "subprocess.Popen[str]", tmp_path: Path, timeout: float = 180) -> Dict:
+    """The job's end: sbatch's status, the batch script's output, the job directory and its summary."""
+    out, err = proc.communicate(timeout=timeout)
+    logs = tmp_path / "logs"
+    job = next(p for p in logs.iterdir() if p.is_dir())
+    output = "\n".join(p.read_text() for p in logs.glob("slurm-*.out"))
+    summary = json.loads((job / "summary.json").read_text()) if (job / "summary.json").exists() else {}
+    return {"status": proc.returncode, "output": output + out + err, "job": job, "summary": summary}
+
+
+def when_rank_reaches(job_logs: Path, pattern: str, step: int, act: Callable[[], None]) -> threading.Thread:
+    """Do ``act`` once a rank log under ``job_logs`` matching ``pattern`` shows ``step`` (the node's own copy:
+    hosts/<node>/rank-N/stdout.log, written as the rank prints)."""
+
+    def wait() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for log in job_logs.glob(pattern):
+                if f"step {step}\n" in log.read_text(errors="replace"):
+                    act()
+                    return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    return thread
+
+
+def finals(job: Path, attempt: int) -> Dict[int, str]:
+    """Each rank's last line of the attempt (rank.py's train prints "final step N w [...]")."""
+    found = {}
+    for log in job.glob(f"attempt-{attempt}/rank-*/stdout.log"):
+        lines = [line for line in log.read_text().splitlines() if line.startswith("final step")]
+        if lines:
+            found[int(log.parent.name.split("-")[1])] = lines[-1]
+    return found
+
+
+def test_the_batch_scripts_npulaunch_runs_every_node_as_a_job_step(slurm_cluster, tmp_path: Path, marker: str) -> None:
+    config = write_job(tmp_path, marker, "*=env", extra=f"slurm: {{nodes: 2, partition: {slurm_cluster.partition}}}\n")
+    done = finish(submit(slurm_cluster, tmp_path, marker, config), tmp_path)
+    assert done["status"] == 0, done["output"]
+    job = done["job"]
+    assert job.name.isdigit()  # JOB_ID is SLURM_JOB_ID
+    envs = {}
+    for log in job.glob("rank-*/stdout.log"):
+        env = json.loads(next(line for line in log.read_text().splitlines() if line.startswith("{")))
+        envs[int(env["RANK_ID"])] = env
+    assert sorted(envs) == [0, 1, 2, 3]
+    assert {r: e["NPULAUNCH_HOST"] for r, e in envs.items()} == {0: "n1", 1: "n1", 2: "n2", 3: "n2"}
+    assert {e["JOB_ID"] for e in envs.values()} == {job.name}
+    plan = json.loads((job / "plan.json").read_text())
+    assert plan["sources"]["scheduler"].startswith("slurm") and "job steps" in plan["sources"]["scheduler"]
+    assert not marked_pids(marker)
+
+
+def test_a_node_lost_mid_run_moves_its_ranks_to_the_spare_and_every_rank_resumes(
+    slurm_cluster, tmp_path: Path, marker: str
+) -> None:
+    extra = (
+        f"recovery: {{checkpoint_dir: '{tmp_path}/out/{{rank}}/ckpt'}}\n"
+        f"slurm: {{nodes: 2, spare_nodes: 1, partition: {slurm_cluster.partition}}}\n"
+    )
+    config = write_job(tmp_path, marker, f"*=train:{FINAL}", extra)
+    proc = submit(slurm_cluster, tmp_path, marker, config)
+    killed: List[float] = []
+
+    def kill_n2() -> None:
+        killed.append(time.time())
+        slurm_cluster.kill_node("n2")
+
+    when_rank_reaches(tmp_path / "logs", "*/attempt-1/hosts/n2/rank-2/stdout.log", 40, kill_n2)
+    try:
+        done = finish(proc, tmp_path)
+    finally:
+        slurm_cluster.revive_node("n2")
+    assert killed, done["output"]
+    assert done["status"] == 0, done["output"]
+    job, summary = done["job"], done["summary"]
+    attempts = summary["attempts"]
+    assert [a["status"] for a in attempts] == ["failed", "succeeded"], attempts
+    assert attempts[0]["root_cause"]["cls"] == "host_lost"
+    assert attempts[0]["excluded"][0]["host"] == "n2" and attempts[0]["then"] == "recovered"
+    assert attempts[1]["devices"] == {"n1": [0, 1], "n3": [0, 1]}
+    assert attempts[1]["resumed"]["step"] >= 40
+    ended = finals(job, 2)
+    assert sorted(ended) == [0, 1, 2, 3] and len(set(ended.values())) == 1, ended
+    assert all(line.startswith(f"final step {FINAL} ") for line in ended.values())
+    events = [json.loads(line) for line in (job / "attempt-1" / "events.jsonl").read_text().splitlines()]
+    lost = next(e for e in events if e["kind"] == "agent_lost")
+    assert lost["host"] == "n2" and lost["time"] - killed[0] < HEARTBEAT_S + 3  # heartbeats, not SlurmdTimeout
+    assert not marked_pids(marker)
+
+
+def test_an_npu_fault_on_a_node_is_recovered_on_the_spare(slurm_cluster, tmp_path: Path, marker: str) -> None:
+    faults = tmp_path / "faults-{node}"
+    extra = (
+        f"recovery: {{checkpoint_dir: '{tmp_path}/out/{{rank}}/ckpt'}}\n"
+        "monitor: {health_interval_s: 0.3}\n"
+        f"slurm: {{nodes: 2, spare_nodes: 1, partition: {slurm_cluster.partition}}}\n"
+    )
+    config = write_job(tmp_path, marker, f"*=train:{FINAL}", extra)
+    proc = submit(slurm_cluster, tmp_path, marker, config, {"NPU_STANDIN_FAULTS": str(faults)})
+    fault = lambda: (tmp_path / "faults-n2").write_text("1 Alarm 80E01801\n")  # noqa: E731
+    when_rank_reaches(tmp_path / "logs", "*/attempt-1/hosts/n2/rank-3/stdout.log", 40, fault)
+    done = finish(proc, tmp_path)
+    assert done["status"] == 0, done["output"]
+    attempts = done["summary"]["attempts"]
+    assert attempts[0]["root_cause"]["cls"] == "npu_fault"
+    assert {(e["host"], e.get("device")) for e in attempts[0]["excluded"]} == {("n2", 1)}
+    assert "n3" in attempts[1]["devices"] and attempts[1]["resumed"]["step"] >= 40
+    ended = finals(done["job"], 2)
+    assert sorted(ended) == [0, 1, 2, 3] and len(set(ended.values())) == 1, ended
+    assert re.search(r"NPU fault on n2 NPU 1", done["output"])
+    assert not marked_pids(marker)
