@@ -149,8 +149,10 @@ def run_job(
 
             open_fleet = fleet
 
+            beats = _heartbeat_timeout(loaded)
+
             def make_runner(plan: LaunchPlan) -> RankRunner:
-                return FleetRun(plan, open_fleet)
+                return FleetRun(plan, open_fleet, beats)
 
         console = make_console(plan)
         for note in plan.notes:
@@ -163,8 +165,19 @@ def run_job(
             )
         recheck = _recheck_here(loaded) if fleet is None else _recheck_fleet(fleet, loaded)
         excluded = [] if fleet is None else unusable_spares(fleet, loaded.config)
+        requeue = None
+        if loaded.transport == "srun":  # the Slurm job npulaunch holds: requeued without broken nodes
+            from npulaunch.launch.requeue import slurm_requeue
+
+            requeue = slurm_requeue(plan, os.environ)
         summary = run_with_restarts(
-            plan_for, console, plan.max_restarts, make_runner=make_runner, recheck=recheck, excluded=excluded
+            plan_for,
+            console,
+            plan.max_restarts,
+            make_runner=make_runner,
+            recheck=recheck,
+            excluded=excluded,
+            requeue=requeue,
         )
         if finished is not None:
             finished(summary, plan.layout.own_dir)
@@ -172,6 +185,19 @@ def run_job(
     finally:
         if fleet is not None:
             fleet.close()
+
+
+def _heartbeat_timeout(loaded: Loaded) -> Optional[float]:
+    """How long an agent may be silent before its host is lost: the fleet's default over SSH (a WAN link may
+    stall), a few seconds for Slurm's job steps on the cluster's own network (NPULAUNCH_HEARTBEAT_TIMEOUT_S
+    sets both)."""
+    from npulaunch.launch.fleet.run import TIMEOUT_VARIABLE
+
+    if loaded.transport != "srun" or os.environ.get(TIMEOUT_VARIABLE):
+        return None
+    from npulaunch.launch.fleet.srun import HEARTBEAT_TIMEOUT_S
+
+    return HEARTBEAT_TIMEOUT_S
 
 
 def _recheck_here(loaded: Loaded) -> Callable[[LaunchPlan], List[Exclusion]]:

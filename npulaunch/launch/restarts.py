@@ -24,6 +24,7 @@ from npulaunch.launch.jobdir import write_summary
 from npulaunch.launch.ledgerwrite import record_faults
 from npulaunch.launch.local import LocalRunner
 from npulaunch.launch.recovery import exclusions_after, is_hardware
+from npulaunch.launch.requeue import RequeueFailed, SlurmRequeue
 from npulaunch.launch.resume import Resumed, checkpoint_dirs, resume
 from npulaunch.launch.runner import Console, RankRunner
 from npulaunch.launch.supervisor import Supervisor
@@ -48,20 +49,25 @@ def run_with_restarts(
     make_runner: Optional[Callable[[LaunchPlan], RankRunner]] = None,
     recheck: Optional[Recheck] = None,
     excluded: Sequence[Exclusion] = (),
+    requeue: Optional[SlurmRequeue] = None,
 ) -> JobSummary:
     """Run every attempt; ``make_runner(plan)`` gives each attempt its runner (default: this host's agent,
     in-process). ``recheck(plan)``: the health check of a re-planned attempt's NPUs, returning what it
     excludes. ``excluded``: what is never to be placed from the start (a spare host that cannot be reached).
-    Returns the job's summary (the last attempt's, listing them all)."""
+    ``requeue``: a Slurm job npulaunch holds, requeued without its broken nodes when no spare is left (its
+    earlier runs' attempts continue here). Returns the job's summary (the last attempt's, listing them all)."""
     base_env = dict(os.environ if inherited is None else inherited)
-    attempts: List[AttemptRecord] = []
+    earlier_runs = requeue.earlier if requeue else ()
+    attempts: List[AttemptRecord] = list(earlier_runs)
     excluded = list(excluded)
-    restarts = recoveries = 0
-    earlier_dirs: List[str] = []  # every attempt's checkpoint directories, where a newer checkpoint may be
+    restarts, recoveries = 0, requeue.recoveries_before if requeue else 0
+    # every attempt's checkpoint directories, where a newer checkpoint may be
+    earlier_dirs: List[str] = list(requeue.checkpoint_dirs) if requeue else []
     resumed: Optional[Resumed] = None
     planned: Optional[LaunchPlan] = None
     stopped = False  # recovery could not go on: the failed attempt's report is shown, then why
-    attempt = 1
+    requeue_without: List[str] = []  # the broken nodes the job is requeued without
+    attempt = len(attempts) + 1
     while True:
         try:
             planned = plan_for(attempt, tuple(excluded)) if planned is None else planned
@@ -72,7 +78,7 @@ def run_with_restarts(
                 if resumed.error:
                     raise PlanError(f"cannot give every rank the checkpoint: {resumed.error}")
             runner = make_runner(planned) if make_runner is not None else LocalRunner(planned.this_host_plan, base_env)
-            supervisor = Supervisor(planned, console, runner, base_env)
+            supervisor = Supervisor(planned, console, runner, base_env, first=attempt == len(earlier_runs) + 1)
             summary = supervisor.run(report=False)
         except PlanError as exc:
             if attempt == 1:
@@ -117,6 +123,9 @@ def run_with_restarts(
             attempts[-1] = _then(record, "" if planned is None else "recovered", excluded[before:])
             if planned is None:
                 stopped = True
+                if requeue is not None:  # no spare left: the same job, back in the queue without them
+                    requeue_without = sorted({e.host for e in excluded})
+                    attempts[-1] = _then(record, "requeued", excluded[before:])
                 break
             recoveries += 1
             console.message(
@@ -147,7 +156,22 @@ def run_with_restarts(
             console.message(
                 f"the job record on disk is incomplete: cannot write {plan.layout.summary_path}: {exc.strerror}"
             )
+    if requeue_without and requeue is not None:  # last: Slurm stops this batch script once the job is requeued
+        _requeue(requeue, requeue_without, plan, console, recoveries)
     return summary
+
+
+def _requeue(requeue: SlurmRequeue, nodes: Sequence[str], plan: LaunchPlan, console: Console, used: int) -> None:
+    """Requeue the Slurm job without ``nodes`` while recoveries remain (``used``: the recoveries and requeues of
+    this job id so far, SLURM_RESTART_COUNT among them)."""
+    limit = plan.recovery.get("max_recoveries", 0)
+    if used + 1 > limit:
+        console.message(f"no spare is left, and the job has used its {limit} recoveries: it is not requeued")
+        return
+    try:
+        console.message(requeue.request(nodes))
+    except RequeueFailed as exc:
+        console.message(f"no spare is left, and {exc}")
 
 
 def _replan(

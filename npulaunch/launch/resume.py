@@ -80,6 +80,27 @@ def checkpoint_dirs(plan: LaunchPlan, template: str) -> Dict[int, str]:
     return found
 
 
+def planned_checkpoint_dirs(plan_json: str, template: str) -> List[str]:
+    """Each rank's checkpoint directory in an earlier attempt's plan.json (a requeued job's earlier runs),
+    ``template`` expanded as checkpoint_dirs does; none when the file cannot be read."""
+    import json
+
+    from npulaunch.config.placeholders import expand_placeholders
+
+    try:
+        with open(plan_json, encoding="utf-8") as handle:
+            data = json.load(handle)
+        found = []
+        for spec in data["ranks"]:
+            values = {name: spec[name] for name in ("rank", "local_rank", "device_id", "node_rank", "host")}
+            values.update(job_id=data["job_id"], job_dir=data["job_dir"])
+            path = os.path.expanduser(expand_placeholders(template, values))
+            found.append(os.path.normpath(os.path.join(spec["cwd"], path)))
+        return found
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
 def resume(plan: LaunchPlan, earlier: Sequence[str]) -> Tuple[LaunchPlan, Resumed]:
     """The plan whose ranks resume from the newest complete checkpoint among ``earlier`` directories (the
     previous attempts' ranks') and its own, placed in every rank's directory first; of the kind the plan's

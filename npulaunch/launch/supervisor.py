@@ -43,9 +43,17 @@ class Supervisor:
     """Runs one attempt of a plan with a runner (this host's agent, or every host's over SSH)."""
 
     def __init__(
-        self, plan: LaunchPlan, console: Console, runner: RankRunner, inherited: Optional[Mapping[str, str]] = None
+        self,
+        plan: LaunchPlan,
+        console: Console,
+        runner: RankRunner,
+        inherited: Optional[Mapping[str, str]] = None,
+        first: bool = False,
     ) -> None:
+        """``first``: the first attempt of this launcher's run (a requeued Slurm job's next run continues its
+        attempts: its job directory is there, this launcher is new)."""
         self.plan = plan
+        self._first = first or plan.attempt <= 1
         self.console = console
         self.runner = runner
         self.inherited = dict(os.environ if inherited is None else inherited)
@@ -65,6 +73,7 @@ class Supervisor:
         plan, layout = self.plan, self.plan.layout
         if plan.attempt <= 1:
             prepare_job_dir(plan, self.inherited)
+        if self._first:
             try:
                 write_launcher(layout)
             except OSError as exc:

@@ -263,7 +263,7 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
         resolve=_resolve_host,
         address_toward=address_toward,
     )
-    restarted = config.job.max_restarts > 0 or recoverable(config, loaded.node)
+    restarted = config.job.max_restarts > 0 or recoverable(config, loaded.node, loaded.transport)
     first: "List[LaunchPlan]" = []  # attempt 1 is planned once, whoever asks first
     history = job_history(config, loaded.node)  # what the fault history keeps off, read once for every attempt
 
@@ -311,11 +311,14 @@ def _checked_identity(loaded: Loaded, plan: "LaunchPlan") -> "LaunchPlan":
     return replace(plan, warnings=plan.warnings + tuple(warnings)) if warnings else plan
 
 
-def recoverable(config: "ClusterConfig", node: Optional[int] = None) -> bool:
+def recoverable(config: "ClusterConfig", node: Optional[int] = None, transport: str = "") -> bool:
     """Whether a fault of the hardware can be recovered from: there are spares to take what broke, or the
-    job may shrink, and npulaunch places the whole job (under a scheduler the scheduler places the nodes)."""
+    job may shrink, and npulaunch places the whole job (under a scheduler the scheduler places the nodes); or
+    npulaunch holds a Slurm allocation, and requeues the job without what broke."""
     if node is not None or config.recovery.max_recoveries == 0:
         return False
+    if transport == "srun":
+        return True
     spares = bool(config.spares) or any(h.spare_devices for h in config.hosts)
     return spares or config.recovery.shrink_min_ranks is not None
 

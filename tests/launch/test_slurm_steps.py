@@ -178,3 +178,39 @@ def test_an_npu_fault_on_a_node_is_recovered_on_the_spare(slurm_cluster, tmp_pat
     assert sorted(ended) == [0, 1, 2, 3] and len(set(ended.values())) == 1, ended
     assert re.search(r"NPU fault on n2 NPU 1", done["output"])
     assert not marked_pids(marker)
+
+
+def test_without_a_spare_the_job_requeues_itself_without_the_lost_node_and_resumes(
+    slurm_cluster, tmp_path: Path, marker: str
+) -> None:
+    extra = (
+        f"recovery: {{checkpoint_dir: '{tmp_path}/out/{{rank}}/ckpt'}}\n"
+        f"slurm: {{nodes: 2, partition: {slurm_cluster.partition}}}\n"
+    )
+    config = write_job(tmp_path, marker, f"*=train:{FINAL}", extra)
+    proc = submit(slurm_cluster, tmp_path, marker, config)
+    when_rank_reaches(
+        tmp_path / "logs", "*/attempt-1/hosts/n2/rank-2/stdout.log", 40, lambda: slurm_cluster.kill_node("n2")
+    )
+    try:
+        done = finish(proc, tmp_path, timeout=300)
+    finally:
+        slurm_cluster.revive_node("n2")
+    assert done["status"] == 0, done["output"]
+    attempts = done["summary"]["attempts"]
+    assert [(a["status"], a["then"]) for a in attempts] == [("failed", "requeued"), ("succeeded", "")], attempts
+    assert attempts[0]["excluded"][0]["host"] == "n2" and attempts[0]["root_cause"]["cls"] == "host_lost"
+    assert attempts[1]["devices"] == {"n1": [0, 1], "n3": [0, 1]} and attempts[1]["resumed"]["step"] >= 40
+    assert "requeued job" in done["output"] and "without n2" in done["output"]
+    ended = finals(done["job"], 2)
+    assert sorted(ended) == [0, 1, 2, 3] and len(set(ended.values())) == 1, ended
+    assert all(line.startswith(f"final step {FINAL} ") for line in ended.values())
+    shown = subprocess.run(
+        ["scontrol", "show", "job", "-o", done["job"].name],
+        env=slurm_cluster.client_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    assert "ExcNodeList=n2" in shown and "Restarts=1" in shown, shown
+    assert not marked_pids(marker)

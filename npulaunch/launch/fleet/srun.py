@@ -24,6 +24,7 @@ from npulaunch.host.trace import debug
 from npulaunch.host.wire import Closed, FromAgent, ToAgent, encode
 from npulaunch.launch.fleet.link import BackendError, Channel, LineReader, Messages, agent_command, wake
 
+HEARTBEAT_TIMEOUT_S = 5.0  # a node's agent silent this long is lost: beats come every 2 s over the cluster's network
 STOP_AFTER_EOF_S = 10.0  # an srun whose step does not end after its agent's stdin closed is stopped
 CLOSE_WAIT_S = 2.0  # when the job ends, how long an srun may take to end before it is killed
 STDERR_LINES = 5

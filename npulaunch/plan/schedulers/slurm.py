@@ -279,3 +279,45 @@ def submit(script: str, sbatch: str = "sbatch") -> Tuple[int, str]:
     except FileNotFoundError:
         raise UsageError(f"{sbatch} is not on the PATH: is this a Slurm login node?") from None
     return done.returncode, (done.stdout + done.stderr).strip()
+
+
+# --- requeue: the job back in the queue without its broken nodes (launch/requeue.py runs these)
+
+RELEASE_WAIT_S = 900  # how long the release job waits for the requeued job to be pending
+
+
+def requeue_argv(scontrol: str, job_id: str) -> List[str]:
+    """Requeue the job held: it goes back to pending once it has ended here, and starts no run of its own
+    before the release job has changed its excluded nodes (Slurm changes them only on a pending job)."""
+    return [scontrol, "requeuehold", job_id]
+
+
+def release_script(scontrol: str, job_id: str, nodes: Sequence[str]) -> str:
+    """The shell of the release job: wait until job ``job_id`` is pending, add ``nodes`` to the nodes it
+    excludes (after those it had), start it now (not after Slurm's requeue delay) and release it."""
+    q = shlex.quote
+    adding = q(",".join(nodes))
+    return "\n".join(
+        [
+            f"job={q(job_id)}; add={adding}; state=",
+            f"for i in $(seq 1 {RELEASE_WAIT_S}); do",
+            f'  state=$({q(scontrol)} show job -o "$job") || exit 1',
+            '  case "$state" in *JobState=PENDING*) break;; esac',
+            "  sleep 1",
+            "done",
+            "old=$(printf '%s\\n' \"$state\" | sed -n 's/.*ExcNodeList=\\([^ ]*\\).*/\\1/p')",
+            '[ "$old" = "(null)" ] && old=',
+            f'{q(scontrol)} update JobId="$job" ExcNodeList="${{old:+$old,}}$add" StartTime=now',
+            f'{q(scontrol)} release "$job"',
+        ]
+    )
+
+
+def release_job_argv(
+    sbatch: str, scontrol: str, job_id: str, nodes: Sequence[str], partition: str = "", account: str = ""
+) -> List[str]:
+    """The small job that releases job ``job_id`` once it is pending again, without ``nodes``."""
+    argv = [sbatch, f"--job-name=npulaunch-release-{job_id}", "--nodes=1", "--ntasks=1", "--time=20"]
+    argv += [f"--partition={partition}"] if partition else []
+    argv += [f"--account={account}"] if account else []
+    return argv + ["--output=/dev/null", f"--wrap={release_script(scontrol, job_id, nodes)}"]
