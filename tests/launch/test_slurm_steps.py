@@ -108,12 +108,15 @@ def test_the_batch_scripts_npulaunch_runs_every_node_as_a_job_step(slurm_cluster
     job = done["job"]
     assert job.name.isdigit()  # JOB_ID is SLURM_JOB_ID
     envs = {}
-    for log in job.glob("rank-*/stdout.log"):
+    for log in job.glob("attempt-1/rank-*/stdout.log"):  # a job npulaunch may requeue keeps its attempts apart
         env = json.loads(next(line for line in log.read_text().splitlines() if line.startswith("{")))
         envs[int(env["RANK_ID"])] = env
     assert sorted(envs) == [0, 1, 2, 3]
     assert {r: e["NPULAUNCH_HOST"] for r, e in envs.items()} == {0: "n1", 1: "n1", 2: "n2", 3: "n2"}
     assert {e["JOB_ID"] for e in envs.values()} == {job.name}
+    # the agent's step is no rank's: its task variables do not reach them; the job's do
+    assert not any(name in e for e in envs.values() for name in ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID"))
+    assert {e["SLURM_JOB_ID"] for e in envs.values()} == {job.name}
     plan = json.loads((job / "plan.json").read_text())
     assert plan["sources"]["scheduler"].startswith("slurm") and "job steps" in plan["sources"]["scheduler"]
     assert not marked_pids(marker)

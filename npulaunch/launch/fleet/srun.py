@@ -23,30 +23,12 @@ from typing import Callable, Dict, List, Optional
 from npulaunch.host.trace import debug
 from npulaunch.host.wire import Closed, FromAgent, ToAgent, encode
 from npulaunch.launch.fleet.link import BackendError, Channel, LineReader, Messages, agent_command, wake
+from npulaunch.plan.schedulers.slurm import step_argv
 
 HEARTBEAT_TIMEOUT_S = 5.0  # a node's agent silent this long is lost: beats come every 2 s over the cluster's network
 STOP_AFTER_EOF_S = 10.0  # an srun whose step does not end after its agent's stdin closed is stopped
 CLOSE_WAIT_S = 2.0  # when the job ends, how long an srun may take to end before it is killed
 STDERR_LINES = 5
-
-
-def srun_argv(srun: str, job_id: str, node: str, command: str) -> List[str]:
-    """The job step that runs ``command`` (a shell command) on ``node`` alone."""
-    return [
-        srun,
-        f"--jobid={job_id}",
-        "--nodes=1",
-        "--ntasks=1",
-        f"--nodelist={node}",
-        "--overlap",
-        "--cpu-bind=none",
-        "--unbuffered",
-        "--quiet",
-        "--job-name=npulaunch-agent",
-        "/bin/sh",
-        "-c",
-        command,
-    ]
 
 
 class SrunChannel:
@@ -155,7 +137,7 @@ class SrunLink:
     def start_agent(self, code: bytes, first: ToAgent, messages: Messages, wake_fd: Optional[int]) -> Channel:
         channel = SrunChannel(self.host, messages, wake_fd)
         self._channels.append(channel)
-        channel.start(srun_argv(self.srun, self.job_id, self.host, agent_command(len(code))), code, first)
+        channel.start(step_argv(self.srun, self.job_id, self.host, agent_command(len(code))), code, first)
         return channel
 
     def address(self) -> Optional[str]:

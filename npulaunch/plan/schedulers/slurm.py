@@ -281,6 +281,61 @@ def submit(script: str, sbatch: str = "sbatch") -> Tuple[int, str]:
     return done.returncode, (done.stdout + done.stderr).strip()
 
 
+# --- the step transport: one job step per node carries its agent (launch/fleet/srun.py runs it)
+
+# What srun tells a task about itself and its step. The agent is the step's one task, and its ranks are no
+# Slurm tasks: a rank that saw these would take SLURM_PROCID=0 of SLURM_NTASKS=1 for its own place (as
+# PyTorch Lightning's SLURMEnvironment reads them), so the agent's shell unsets them before it starts.
+STEP_TASK_VARS = (
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+    "SLURM_GTIDS",
+    "SLURM_TASK_PID",
+    "SLURM_NTASKS",
+    "SLURM_NPROCS",
+    "SLURM_NNODES",
+    "SLURM_TASKS_PER_NODE",
+    "SLURM_STEP_ID",
+    "SLURM_STEPID",
+    "SLURM_STEP_NODELIST",
+    "SLURM_STEP_NUM_NODES",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_STEP_TASKS_PER_NODE",
+    "SLURM_STEP_LAUNCHER_PORT",
+    "SLURM_SRUN_COMM_HOST",
+    "SLURM_SRUN_COMM_PORT",
+    "SLURM_LAUNCH_NODE_IPADDR",
+    "SLURM_CPU_BIND",
+    "SLURM_CPU_BIND_LIST",
+    "SLURM_CPU_BIND_TYPE",
+    "SLURM_CPU_BIND_VERBOSE",
+    "SLURM_DISTRIBUTION",
+    "SLURM_UMASK",
+)
+
+
+def step_argv(srun: str, job_id: str, node: str, command: str) -> List[str]:
+    """The job step that runs the shell ``command`` on ``node`` alone: one task, beside the other steps
+    (--overlap: a node's agent, a probe and the next attempt's agent may share it), binding no CPU (the ranks
+    bind their own: job.cpu_binding), unbuffered, with the step's task variables unset (STEP_TASK_VARS)."""
+    return [
+        srun,
+        f"--jobid={job_id}",
+        "--nodes=1",
+        "--ntasks=1",
+        f"--nodelist={node}",
+        "--overlap",
+        "--cpu-bind=none",
+        "--unbuffered",
+        "--quiet",
+        "--job-name=npulaunch-agent",
+        "/bin/sh",
+        "-c",
+        f"unset {' '.join(STEP_TASK_VARS)}; {command}",
+    ]
+
+
 # --- requeue: the job back in the queue without its broken nodes (launch/requeue.py runs these)
 
 RELEASE_WAIT_S = 900  # how long the release job waits for the requeued job to be pending
