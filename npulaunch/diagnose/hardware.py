@@ -64,7 +64,10 @@ def hardware_cause(
             "launcher",
             line,
             (line,),
-            "the host, its network or its SSH connection went away; with spares npulaunch continues without it",
+            (
+                "the host, its network or the channel to its agent (its SSH connection, its Slurm job step) went "
+                "away; with spare hosts (spares:, or slurm.spare_nodes under Slurm) npulaunch continues without it"
+            ),
             False,
             why + f" ({line} at {clock_text(chosen.time)})",
             others,

@@ -314,6 +314,8 @@ def _no_spare_text(
         need = len(resolved[index])
         lines.append(f"  {host.host}: {why}; no spare host with {need} usable NPUs either")
         fit = f"an entry in spares: with {need} healthy NPUs"
+        if config.slurm:
+            fit = f"a spare node with {need} healthy NPUs (slurm.spare_nodes, npulaunch sbatch --spare-nodes)"
         if host.host not in {e.host for e in exclusions if e.device is None}:
             npu = "a spare NPU in spare_devices of this host"
             if config.product == ATLAS_TRAINING:

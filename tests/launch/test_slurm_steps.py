@@ -159,11 +159,47 @@ def test_a_node_lost_mid_run_moves_its_ranks_to_the_spare_and_every_rank_resumes
     assert lost["host"] == "n2" and lost["time"] - killed[0] < HEARTBEAT_S + 3  # heartbeats, not SlurmdTimeout
     assert not marked_pids(marker)
 
+    # the next job of this log_dir keeps off n2: its batch script excludes it, and an allocation that holds n2
+    # anyway (a script of the user's own, --nodelist) places the ranks on the other nodes, the spare taking n2's
+    ledger = [json.loads(line) for line in (tmp_path / "logs" / "faults.jsonl").read_text().splitlines()]
+    assert [(e["what"], e["host"], e["job_id"]) for e in ledger] == [("host_lost", "n2", job.name)]
+    rendered = run_cli("sbatch", str(config))
+    assert "#SBATCH --exclude=n2\n" in rendered.stdout and "Kept off by the fault history" in rendered.stdout
+    nxt = tmp_path / "next"
+    nxt.mkdir()
+    config = write_job(nxt, marker, "*=env", extra.replace(str(tmp_path), str(nxt)))
+    config.write_text(config.read_text().replace(str(nxt / "logs"), str(tmp_path / "logs")))
+    script = nxt / "job.sbatch"
+    script.write_text(run_cli("sbatch", str(config)).stdout.replace("#SBATCH --exclude=n2\n", ""))
+    environment = slurm_cluster.client_env(base_env({"NPLTEST_MARKER": marker}, True))
+    environment.pop("SBATCH_OUTPUT", None)
+    second = subprocess.run(
+        ["sbatch", "--wait", "--nodelist=n1,n2,n3", str(script)],
+        env=environment,
+        cwd=str(nxt),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert second.returncode == 0, second.stderr
+    again = next(p for p in (tmp_path / "logs").iterdir() if p.is_dir() and p != job)
+    plan = json.loads((again / "plan.json").read_text())
+    assert plan["recovery"]["history"]["kept_off"], plan["recovery"]["history"]
+    events = [json.loads(line) for line in (again / "attempt-1" / "events.jsonl").read_text().splitlines()]
+    assert {e["host"] for e in events if e["kind"] == "rank_started"} == {"n1", "n3"}, events
+    assert not marked_pids(marker)
+
 
 def test_an_npu_fault_on_a_node_is_recovered_on_the_spare(slurm_cluster, tmp_path: Path, marker: str) -> None:
+    """With an earlier job's fault of the same code on the same NPU in the history (ledger_window_h 0: only a
+    repeated code keeps an NPU off), the second makes it ManuallySeparateNPU: kept off until cleared."""
     faults = tmp_path / "faults-{node}"
+    (tmp_path / "logs").mkdir()
+    earlier = {"time": time.time() - 7200, "what": "npu_fault", "host": "n2", "device": 1, "code": "80E01801"}
+    earlier.update(level="RestartBusiness", reason="NPU fault 80E01801 (RestartBusiness)", job_id="0", attempt=1)
+    (tmp_path / "logs" / "faults.jsonl").write_text(json.dumps(earlier) + "\n")
     extra = (
-        f"recovery: {{checkpoint_dir: '{tmp_path}/out/{{rank}}/ckpt'}}\n"
+        f"recovery: {{checkpoint_dir: '{tmp_path}/out/{{rank}}/ckpt', ledger_window_h: 0}}\n"
         "monitor: {health_interval_s: 0.3}\n"
         f"slurm: {{nodes: 2, spare_nodes: 1, partition: {slurm_cluster.partition}}}\n"
     )
@@ -180,6 +216,43 @@ def test_an_npu_fault_on_a_node_is_recovered_on_the_spare(slurm_cluster, tmp_pat
     ended = finals(done["job"], 2)
     assert sorted(ended) == [0, 1, 2, 3] and len(set(ended.values())) == 1, ended
     assert re.search(r"NPU fault on n2 NPU 1", done["output"])
+    assert not marked_pids(marker)
+
+    listed = json.loads(run_cli("faults", str(config), "--json").stdout)
+    assert [(k["host"], k["device"]) for k in listed["kept_off"]] == [("n2", 1)], listed
+    assert "until cleared" in listed["kept_off"][0]["why"] or listed["kept_off"][0]["until"] is None, listed
+    assert "#SBATCH --exclude=n2\n" in run_cli("sbatch", str(config)).stdout  # a node with an NPU kept off
+    cleared = run_cli("faults", str(config), "--clear", "n2:1")
+    assert cleared.returncode == 0, cleared.stderr
+    assert "--exclude" not in run_cli("sbatch", str(config)).stdout
+
+
+def test_a_crash_loop_under_slurm_ends_with_its_own_exit_code(slurm_cluster, tmp_path: Path, marker: str) -> None:
+    """Ranks that fail the same way at once on every attempt: the job stops after job.crash_loop_limit
+    attempts, however many restarts are allowed, and the batch script exits 93 (do not requeue)."""
+    action = '2=say:step-0+hccp_fails_until:99", "*=hang'  # rank 2 on n2: HCCL's set-up fails (retryable)
+    config = write_job(tmp_path, marker, action, f"slurm: {{nodes: 2, partition: {slurm_cluster.partition}}}\n")
+    config.write_text(config.read_text().replace("  grace_period_s: 1\n", "  grace_period_s: 1\n  max_restarts: 9\n"))
+    done = finish(submit(slurm_cluster, tmp_path, marker, config), tmp_path)
+    assert done["status"] != 0, done["output"]
+    summary = done["summary"]
+    assert summary["job"]["exit_code"] == 93 and len(summary["attempts"]) == 3, summary
+    assert summary["crash_loop"]["attempts"] == [1, 2, 3], summary["crash_loop"]
+    state = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-j", done["job"].name, "-o", "ExitCode"],
+        env=slurm_cluster.client_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    shown = subprocess.run(
+        ["scontrol", "show", "job", "-o", done["job"].name],
+        env=slurm_cluster.client_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    assert "ExitCode=93:0" in shown or state.stdout.strip() == "93:0", shown + state.stdout + state.stderr
     assert not marked_pids(marker)
 
 

@@ -31,7 +31,8 @@ def spawn_sleeper(new_session):
 def train(final):
     """Steps of 0.05 s each (TRAIN_STEP_S), a checkpoint of w and global_step every CKPT_EVERY steps into
     CKPT_DIR (relative to the working directory); resumes from NPULAUNCH_RESUME_CHECKPOINT, else from the
-    directory's own latest checkpoint. w is the same on every rank: step s adds s to each of 4 values."""
+    directory's own latest checkpoint (TRAIN_STAMP_RESUMED=1: then says when its first step ended). w is the
+    same on every rank: step s adds s to each of 4 values."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import tfckpt
 
@@ -43,10 +44,14 @@ def train(final):
         values = tfckpt.read_checkpoint(start)
         step, w = int(values["global_step"]), list(values["w"])
         print("resumed from %s at step %d" % (start, step), flush=True)
+    stamp = bool(start) and os.environ.get("TRAIN_STAMP_RESUMED") == "1"
     while step < final:
         step += 1
         w = [x + step for x in w]
         print("step %d" % step, flush=True)
+        if stamp:  # TRAIN_STAMP_RESUMED=1: when the first step after resuming ended (bench/recovery.py reads it)
+            print("first step after resuming at %.6f" % time.time(), flush=True)
+            stamp = False
         # "RANK:STEP:LINE": at that step of the first attempt the NPU fails under that rank, which exits 1:
         # FAULT_AT writes LINE to the npu-smi stand-in's faults file, FAULT_PRINT prints it (a device error)
         for name in ("FAULT_AT", "FAULT_PRINT"):

@@ -225,9 +225,11 @@ class FleetRun:
         elif isinstance(message, Closed) and host not in self._finished:
             self._finished.add(host)
             self._heard.pop(host, None)
-            self._out.append(
-                Event(EventKind.AGENT_LOST, self.plan.job_id, host, None, {"exit_status": message.exit_status})
-            )
+            data: Dict[str, object] = {"exit_status": message.exit_status}
+            said = [line.strip() for line in message.stderr if line.strip()]
+            if said:  # ssh's or srun's last word: "srun: error: Node failure on n2", "Connection reset by peer"
+                data["why"] = next((line for line in reversed(said) if "error" in line.lower()), said[-1])
+            self._out.append(Event(EventKind.AGENT_LOST, self.plan.job_id, host, None, data))
             self.stop(f"lost the agent of {host}")
 
     def _gather(self, spec: RankSpec, stream: str, block: bytes) -> None:
