@@ -1,19 +1,19 @@
 """Time to recover from a fault, phase by phase, from the events of each attempt
 (<job dir>/attempt-N/events.jsonl), against MindCluster's published figures for its resumable training.
 
-Local: ``npulaunch run`` of 8 training ranks on NPUs 0-7 with NPU 8 as the spare (the npu-smi stand-in
-of tests/standins on the PATH, NPU_STANDIN_COUNT=16), ``monitor.health_interval_s`` 1 (and 5); once
-rank 0 has printed step 10, after a random delay of up to one interval (the fault lands at any point of
-the watch's cycle), "2 Alarm 80E01801" is written to the stand-in's faults file. SSH (root): test hosts
-h1 and h2 with 2 ranks each and h3 as the spare host (network namespaces with their own sshd,
-tests/netns_hosts.py, on a subnet of their own); once h1's rank 0 has printed step 10, h2's link goes
-down; the launcher has NPULAUNCH_HEARTBEAT_TIMEOUT_S 5 (and 15). Slurm (root, Slurm installed): the
-tests' Slurm cluster (tests/slurm_cluster.py: slurmctld and one slurmd per node n1-n3 on this machine),
-the batch script ``npulaunch sbatch`` renders for 2 nodes x 2 ranks with ``slurm.spare_nodes: 1``, run
-with ``sbatch --wait``; once n2's rank 2 has printed step 10, n2 dies (its slurmd and every process of its
-steps SIGKILLed); the controller's heartbeat timeout is its default under srun, 5 s. Ranks: tests/ranks/rank.py
-``*=train:N`` (a step every 0.05 s, a TF-format checkpoint every 5 steps); each job runs to its end
-(attempt 2 resumes and finishes), and must have recovered.
+Local: ``npulaunch run`` of 8 training ranks on NPUs 0-7 with NPU 8 as the spare (the npu-smi stand-in of
+tests/standins on the PATH, NPU_STANDIN_COUNT=16), ``monitor.health_interval_s`` 1 (and 5); once rank 0 has
+printed step 10, after a random delay of up to one interval (the fault lands at any point of the watch's
+cycle), "2 Alarm 80E01801" is written to the stand-in's faults file. SSH (root): test hosts h1 and h2 with 2
+ranks each and h3 as the spare host (network namespaces with their own sshd, tests/netns_hosts.py, on a
+subnet of their own); once h1's rank 0 has printed step 10, h2's link goes down; the launcher has
+NPULAUNCH_HEARTBEAT_TIMEOUT_S 5 (and 15). Slurm (root, Slurm installed): the tests' Slurm cluster
+(tests/slurm_cluster.py: slurmctld, and nodes n1-n3 that are network namespaces with one slurmd each), the
+batch script ``npulaunch sbatch`` renders for 2 nodes x 2 ranks with ``slurm.spare_nodes: 1``, run with
+``sbatch --wait``; once n2's rank 2 has printed step 10, n2 dies (its link goes down, its slurmd and every
+process on it SIGKILLed); the controller's heartbeat timeout is its default under srun, 5 s. Ranks:
+tests/ranks/rank.py ``*=train:N`` (a step every 0.05 s, a TF-format checkpoint every 5 steps); each job runs
+to its end (attempt 2 resumes and finishes), and must have recovered.
 
 Phases: detection (fault written or link cut -> the npu_health / agent_lost event), stop (-> the last
 rank_exited of attempt 1), re-plan + resume (-> the first rank_started of attempt 2: the attempt's
@@ -60,6 +60,7 @@ SPLIT = ("exit_to_report", "report_to_next", "next_to_first")
 # not BENCH_NET: up() removes its network's leftovers, so hosts of their own never clash with
 # ssh_startup.py's or the tests' (tests/test_bench.py runs the benchmarks) when they run at the same time
 RECOVERY_NET = Network("10.77.0", "nplrec0", "nplrec-", "nplr-")
+RECOVERY_SLURM_NET = Network("10.73.0", "nplrecs0", "nplrecs-", "nplq-")  # the Slurm nodes n1-n3
 
 
 @dataclass(frozen=True)
@@ -84,20 +85,17 @@ class Scenario:
         return TRIGGER_STEP + int(extra_s / STEP_S)
 
 
-NOTES = """Conditions: every host is this machine (the SSH hosts are network namespaces sharing its 2 cores);
-the ranks are tests/ranks/rank.py training loops (a step every 0.05 s, a 4-value TF-format checkpoint
-every 5 steps), so stopping is immediate (they obey SIGTERM) and the checkpoint given to each rank's
-directory is tiny; npu-smi and hccn_tool are the tests' Python stand-ins (tens of ms a call). Locally,
-re-plan + resume includes the new plan's device-IP discovery (`hccn_tool -i N -ip -g` for each NPU, one
-after another) and the health check of the new placement's NPUs (npu-smi); over SSH the plan uses what
-the hosts reported at the start, and the new attempt's agents are started on h1 and h3; under Slurm the
-new attempt is a new job step (`srun --no-kill` over n1 and n3, the agents its tasks), so re-plan +
-resume includes srun's own start of the step (slurmctld's step creation, slurmstepd on each node). The
-Slurm nodes share this machine's network stack (one slurmd per node name, each on its own port), so
-their fault is the processes' death, not a cut link; the agents' silence is what the controller sees
-either way. Over SSH, h2's
-agent stops its own ranks when it has heard nothing from the launcher for the same timeout, counted
-from the launcher's last beat (every 2 s) before the cut.
+NOTES = """Conditions: every host is this machine (the SSH hosts and the Slurm nodes are network namespaces sharing its
+2 cores); the ranks are tests/ranks/rank.py training loops (a step every 0.05 s, a 4-value TF-format
+checkpoint every 5 steps), so stopping is immediate (they obey SIGTERM) and the checkpoint given to each
+rank's directory is tiny; npu-smi and hccn_tool are the tests' Python stand-ins (tens of ms a call).
+Locally, re-plan + resume includes the new plan's device-IP discovery (`hccn_tool -i N -ip -g` for each NPU,
+one after another) and the health check of the new placement's NPUs (npu-smi); over SSH the plan uses what
+the hosts reported at the start, and the new attempt's agents are started on h1 and h3; under Slurm each
+agent of the new attempt is a job step of its own (`srun --nodes=1 --nodelist=NODE --overlap`, on n1 and
+n3), so re-plan + resume includes srun's start of the steps (slurmctld's step creation, slurmstepd on each
+node). Over SSH, h2's agent stops its own ranks when it has heard nothing from the launcher for the same
+timeout, counted from the launcher's last beat (every 2 s) before the cut.
 
 What bounds detection: locally, the health watch asks npu-smi about each job NPU every
 `monitor.health_interval_s`, so a fault waits up to one interval for the next round (half of one on
@@ -315,8 +313,9 @@ slurm: {{nodes: 2, spare_nodes: 1, partition: {partition}}}
 
 
 def slurm_once(work: Path, scenario: Scenario, tag: str, cluster) -> Dict[str, float]:
-    """One run under the tests' Slurm cluster: the batch script npulaunch sbatch renders, n2 killed (its slurmd
-    and every process of its steps) once its rank 2 printed step 10; the job must finish on n1 and n3."""
+    """One run under the tests' Slurm cluster (nodes in network namespaces): the batch script npulaunch
+    sbatch renders, n2 dead (its link down, every process on it killed) once its rank 2 printed step 10;
+    the job must finish on n1 and n3."""
     run_dir = work / tag
     (run_dir / "logs").mkdir(parents=True)
     config = slurm_job(run_dir, scenario, cluster.partition)
@@ -409,7 +408,7 @@ def report(results: Dict[Scenario, List[Dict[str, float]]], args: argparse.Names
         f"`{' '.join(['python3 bench/recovery.py', *sys.argv[1:]])}`, {time.strftime('%Y-%m-%d')}: "
         f"{os.cpu_count()} cores, Python {sys.version.split()[0]}; {took_s:.0f} s in all. Medians (min-max) "
         "of the runs; times from the attempts' events.jsonl and the moment the fault was written (local) or "
-        "h2's link went down (SSH) or n2 was killed (Slurm).\n",
+        "h2's link went down (SSH) or n2 died (Slurm).\n",
         "| scenario | runs | detection | stop | re-plan + resume | start | total (fault -> last rank started) "
         "| -> every rank's first step | fault -> all training again |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -477,6 +476,7 @@ def main() -> None:
     rng = random.Random(1)
     results: Dict[Scenario, List[Dict[str, float]]] = {s: [] for s in scenarios}
     hosts: Optional[NetnsHosts] = None
+    nodes: Optional[NetnsHosts] = None
     cluster = None
     started = time.monotonic()
     try:
@@ -486,7 +486,8 @@ def main() -> None:
         if any(s.name == "slurm" for s in scenarios):
             from slurm_cluster import SlurmCluster
 
-            cluster = SlurmCluster(work / "slurm").up()
+            nodes = NetnsHosts(work / "nodes", 3, RECOVERY_SLURM_NET, name_prefix="n").up()
+            cluster = SlurmCluster(work / "slurm", netns=nodes).up()
         count = 0
         for round_ in range(max(s.repeats for s in scenarios)):
             for scenario in scenarios:
@@ -506,6 +507,8 @@ def main() -> None:
             hosts.down()
         if cluster is not None:
             cluster.down()
+        if nodes is not None:
+            nodes.down()
         shutil.rmtree(work, ignore_errors=True)
     text = report(results, args, time.monotonic() - started)
     (out / "recovery.md").write_text(text)

@@ -60,6 +60,30 @@ def slurm_cluster(tmp_path_factory):
         cluster.down()
 
 
+@pytest.fixture(scope="session")
+def slurm_nodes(tmp_path_factory):
+    """A real Slurm cluster whose nodes n1-n3 are network-namespace hosts (their own address, hostname and
+    network stack, tests/netns_hosts.py), one slurmd inside each: a node can die as a machine does, every
+    process killed and its link down (``cluster.kill_node``). Clients as for slurm_cluster."""
+    from netns_hosts import SLURM_NET, NetnsHosts
+    from netns_hosts import available as netns_available
+    from slurm_cluster import SlurmCluster, available
+
+    missing = available() or netns_available()
+    require(not missing, f"what the Slurm test cluster on network-namespace nodes needs: {missing}")
+    root = tmp_path_factory.mktemp("slurm-nodes")
+    hosts = NetnsHosts(root / "hosts", 3, SLURM_NET, name_prefix="n")
+    cluster = None
+    try:
+        hosts.up()
+        cluster = SlurmCluster(root / "cluster", netns=hosts)
+        yield cluster.up()
+    finally:
+        if cluster is not None:
+            cluster.down()
+        hosts.down()
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """One diagnosis: over every job directory the suite's tests left (each failure kind the suite produces:
     exits, signals, exceptions, CANN codes, hangs, lost peers, NPU faults, restarts, ...), ``npulaunch diagnose``

@@ -33,6 +33,7 @@ class Network:
 
 TESTS_NET = Network("10.79.0", "npltest0", "npltest-", "nplv-")
 BENCH_NET = Network("10.78.0", "nplbench0", "nplbench-", "nplb-")  # bench/ssh_startup.py: never clashes
+SLURM_NET = Network("10.74.0", "nplslurm0", "nplslurm-", "npls-")  # the Slurm test nodes (slurm_cluster.py)
 
 
 def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -82,6 +83,7 @@ class NetnsHosts:
     root: Path
     count: int
     net: Network = TESTS_NET
+    name_prefix: str = "h"  # host names: h1, h2, ... (the Slurm test nodes are n1, n2, ...)
     hosts: List[TestHost] = field(default_factory=list)
 
     @property
@@ -115,9 +117,10 @@ class NetnsHosts:
             run("ip", "link", "add", net.bridge, "type", "bridge")
         run("ip", "addr", "replace", f"{net.subnet}.1/24", "dev", net.bridge)
         run("ip", "link", "set", net.bridge, "up")
-        etc_hosts = "127.0.0.1 localhost\n" + "".join(f"{net.subnet}.{10 + i} h{i}\n" for i in range(1, self.count + 1))
-        for i in range(1, self.count + 1):
-            host = TestHost(f"h{i}", f"{net.subnet}.{10 + i}", self.root / f"h{i}", net)
+        names = [f"{self.name_prefix}{i}" for i in range(1, self.count + 1)]
+        etc_hosts = "127.0.0.1 localhost\n" + "".join(f"{net.subnet}.{10 + i} {n}\n" for i, n in enumerate(names, 1))
+        for i, name in enumerate(names, 1):
+            host = TestHost(name, f"{net.subnet}.{10 + i}", self.root / name, net)
             self.hosts.append(host)  # before it exists: down() cleans up a half-made host too
             self._host_up(host, etc_hosts)
         known, config = [], []

@@ -1,5 +1,7 @@
 """A real Slurm cluster on this one machine for the tests: munged, slurmctld and one slurmd per node
-(n1..nN, all on this host through Debian's multiple-slurmd build, each on its own port).
+n1..nN: either all on this host through Debian's multiple-slurmd build, each on its own port, or
+(``netns=``) each inside a test host of tests/netns_hosts.py named like it, with its own network stack,
+address and hostname, so that a node can die as a machine does: every process killed, its link down.
 
 Everything (slurm.conf, munge key and socket, state, spool, logs, pid files, sbatch output) lives
 under ``root``; /etc/slurm and /etc/munge are not used. Daemons run as root in the foreground
@@ -25,9 +27,12 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import psutil
+
+if TYPE_CHECKING:
+    from netns_hosts import NetnsHosts, TestHost
 
 CTLD_PORT = 16817  # slurmctld; the slurmd ports follow at NODE_PORT_OFFSET
 NODE_PORT_OFFSET = 13  # n1 on 16830, n2 on 16831, ...
@@ -175,10 +180,21 @@ class SlurmCluster:
     hostname: str = ""
     daemons: Dict[str, subprocess.Popen] = field(default_factory=dict)
     startup_s: float = 0.0  # how long up() took
+    netns: Optional["NetnsHosts"] = None  # its hosts (up, named n1..): one slurmd inside each
+
+    def __post_init__(self) -> None:
+        if self.netns is not None:
+            self.nodes = len(self.netns.hosts)
 
     @property
     def node_names(self) -> List[str]:
+        if self.netns is not None:
+            return [host.name for host in self.netns.hosts]
         return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+    def host(self, name: str) -> "TestHost":
+        assert self.netns is not None, "a network namespace per node: SlurmCluster(netns=...)"
+        return next(h for h in self.netns.hosts if h.name == name)
 
     @property
     def nodelist(self) -> str:
@@ -187,6 +203,8 @@ class SlurmCluster:
 
     @property
     def node_ports(self) -> List[int]:
+        if self.netns is not None:  # each slurmd in a network of its own: one port for all
+            return [self.ctld_port + NODE_PORT_OFFSET]
         return [self.ctld_port + NODE_PORT_OFFSET + i for i in range(self.nodes)]
 
     @property
@@ -239,15 +257,24 @@ class SlurmCluster:
         self._spawn("slurmctld", [tool("slurmctld"), "-D", "-f", str(self.conf)])
         for node in self.node_names:
             (self.root / "spool" / node).mkdir()
-            self._spawn(f"slurmd.{node}", [tool("slurmd"), "-D", "-f", str(self.conf), "-N", node])
+            self._spawn_slurmd(node)
         self._wait_idle(started + timeout_s)
         self.startup_s = time.monotonic() - started
         return self
 
+    def _spawn_slurmd(self, node: str) -> subprocess.Popen:
+        argv = [tool("slurmd"), "-D", "-f", str(self.conf), "-N", node]
+        if self.netns is not None:
+            # nsenter (network and hostname), not `ip netns exec`: that remounts /sys without /sys/fs/cgroup,
+            # and slurmd 22.05 then dies with "Unable to initialize cgroup plugin"
+            host = self.host(node)
+            argv = ["nsenter", f"--net=/run/netns/{host.netns}", f"--uts={host.directory / 'uts'}", "--"] + argv
+        return self._spawn(f"slurmd.{node}", argv)
+
     def _pick_ports(self) -> int:
         for block in range(PORT_BLOCKS):
             ctld = CTLD_PORT + block * PORT_BLOCK_STEP
-            ports = [ctld] + [ctld + NODE_PORT_OFFSET + i for i in range(self.nodes)]
+            ports = [ctld] + [ctld + NODE_PORT_OFFSET + i for i in range(1 if self.netns else self.nodes)]
             if all(port_free(p) for p in ports):
                 return ctld
         raise RuntimeError(f"no free port block for Slurm from {CTLD_PORT} on (step {PORT_BLOCK_STEP})")
@@ -314,15 +341,26 @@ class SlurmCluster:
 
     def _write_conf(self) -> None:
         r, ports = self.root, self.node_ports
-        node_ports = f"[{ports[0]}-{ports[-1]}]" if self.nodes > 1 else str(ports[0])
-        nodes = (
-            f"NodeName=n[1-{self.nodes}] NodeHostname={self.hostname} NodeAddr=127.0.0.1 Port={node_ports} "
-            f"CPUs={self.cpus} State=UNKNOWN"
-        )
+        node_ports = f"[{ports[0]}-{ports[-1]}]" if len(ports) > 1 else str(ports[0])
+        ctld_address, where = "127.0.0.1", "loopback only"
+        if self.netns is not None:
+            ctld_address, where = (
+                f"{self.netns.net.subnet}.1",
+                f"nodes in network namespaces on {self.netns.net.bridge}",
+            )
+            nodes = "\n".join(
+                f"NodeName={h.name} NodeHostname={h.name} NodeAddr={h.address} CPUs={self.cpus} State=UNKNOWN"
+                for h in self.netns.hosts
+            )
+        else:
+            nodes = (
+                f"NodeName=n[1-{self.nodes}] NodeHostname={self.hostname} NodeAddr=127.0.0.1 Port={node_ports} "
+                f"CPUs={self.cpus} State=UNKNOWN"
+            )
         self.conf.write_text(f"""\
-{CONF_HEADER}: a throwaway cluster on this host, loopback only
+{CONF_HEADER}: a throwaway cluster on this host, {where}
 ClusterName=npltest
-SlurmctldHost={self.hostname}(127.0.0.1)
+SlurmctldHost={self.hostname}({ctld_address})
 SlurmUser=root
 SlurmdUser=root
 SlurmctldPort={self.ctld_port}
@@ -364,6 +402,8 @@ PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP O
     def _listen_parameters(self) -> str:
         """slurmd and srun listen on the address of this host's name instead of on every address: only
         when that name resolves to loopback (else they would listen on, and need, a real interface)."""
+        if self.netns is not None:  # each slurmd has its network to itself
+            return ""
         try:
             loopback = socket.gethostbyname(self.hostname).startswith("127.")
         except OSError:
@@ -372,13 +412,19 @@ PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP O
 
     def kill_node(self, name: str) -> int:
         """Node ``name`` dies: its slurmd and every process of its job steps (the agent, its ranks, their
-        slurmstepd), all at once by SIGKILL, as a power loss takes them. The nodes of this cluster share one
-        network stack, so no link goes down; the node falls silent, and Slurm marks it down after
-        SlurmdTimeout. Returns how many processes were killed."""
+        slurmstepd), all at once by SIGKILL, as a power loss takes them; in network namespaces its link goes
+        down too (only its sshd stays, for the next test). Without them the nodes share one network stack,
+        so the node only falls silent. Slurm marks it down after SlurmdTimeout. Returns how many processes
+        were killed."""
         victims = []
         daemon = self.daemons.get(f"slurmd.{name}")
         if daemon is not None:
             victims.append(daemon.pid)
+        if self.netns is not None:
+            host = self.host(name)
+            self.netns.set_link(host, up=False)
+            found = subprocess.run(["ip", "netns", "pids", host.netns], capture_output=True, text=True).stdout
+            victims += [int(pid) for pid in found.split() if int(pid) != host.pid]
         for proc in psutil.process_iter(["pid", "environ"]):
             try:
                 if (proc.info["environ"] or {}).get("SLURMD_NODENAME") == name:
@@ -403,7 +449,9 @@ PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP O
             return
         if daemon is not None:
             daemon.wait()
-        self._spawn(f"slurmd.{name}", [tool("slurmd"), "-D", "-f", str(self.conf), "-N", name])
+        if self.netns is not None:
+            self.netns.set_link(self.host(name), up=True)
+        self._spawn_slurmd(name)
         subprocess.run(  # a node Slurm already saw go silent is down: back to service now, not at its next poll
             [tool("scontrol"), "update", f"NodeName={name}", "State=RESUME"],
             env=self.client_env(),

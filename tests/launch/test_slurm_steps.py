@@ -1,9 +1,10 @@
-"""npulaunch holding a Slurm allocation, on the tests' real Slurm cluster (n1-n3): the batch script's one
-``npulaunch run`` starts each node's agent as a job step (srun is the transport, as SSH is over SSH), and
-when a node dies mid-run (its slurmd and every process of its steps killed) the agents' heartbeats say so in
-seconds, the ranks move to the spare node as new job steps and resume from the newest checkpoint; an NPU
-fault on a node does the same; with no spare left the job requeues itself without the broken node. No
-process is left on any node."""
+"""npulaunch holding a Slurm allocation, on a real Slurm cluster whose nodes n1-n3 are network-namespace
+hosts with their own slurmd (the slurm_nodes fixture): the batch script's one ``npulaunch run`` starts each
+node's agent as a job step (srun is the transport, as SSH is over SSH), and when a node dies mid-run (every
+process on it killed, its link down) the agents' heartbeats say so in seconds, the ranks move to the spare
+node as new job steps and resume from the newest checkpoint; an NPU fault on a node does the same; with no
+spare left the job requeues itself without the broken node; the next job keeps off it; a crash loop ends
+with its own exit code. No process is left on any node."""
 
 from __future__ import annotations
 
@@ -101,9 +102,9 @@ def finals(job: Path, attempt: int) -> Dict[int, str]:
     return found
 
 
-def test_the_batch_scripts_npulaunch_runs_every_node_as_a_job_step(slurm_cluster, tmp_path: Path, marker: str) -> None:
-    config = write_job(tmp_path, marker, "*=env", extra=f"slurm: {{nodes: 2, partition: {slurm_cluster.partition}}}\n")
-    done = finish(submit(slurm_cluster, tmp_path, marker, config), tmp_path)
+def test_the_batch_scripts_npulaunch_runs_every_node_as_a_job_step(slurm_nodes, tmp_path: Path, marker: str) -> None:
+    config = write_job(tmp_path, marker, "*=env", extra=f"slurm: {{nodes: 2, partition: {slurm_nodes.partition}}}\n")
+    done = finish(submit(slurm_nodes, tmp_path, marker, config), tmp_path)
     assert done["status"] == 0, done["output"]
     job = done["job"]
     assert job.name.isdigit()  # JOB_ID is SLURM_JOB_ID
@@ -123,25 +124,25 @@ def test_the_batch_scripts_npulaunch_runs_every_node_as_a_job_step(slurm_cluster
 
 
 def test_a_node_lost_mid_run_moves_its_ranks_to_the_spare_and_every_rank_resumes(
-    slurm_cluster, tmp_path: Path, marker: str
+    slurm_nodes, tmp_path: Path, marker: str
 ) -> None:
     extra = (
         f"recovery: {{checkpoint_dir: '{tmp_path}/out/{{rank}}/ckpt'}}\n"
-        f"slurm: {{nodes: 2, spare_nodes: 1, partition: {slurm_cluster.partition}}}\n"
+        f"slurm: {{nodes: 2, spare_nodes: 1, partition: {slurm_nodes.partition}}}\n"
     )
     config = write_job(tmp_path, marker, f"*=train:{FINAL}", extra)
-    proc = submit(slurm_cluster, tmp_path, marker, config)
+    proc = submit(slurm_nodes, tmp_path, marker, config)
     killed: List[float] = []
 
     def kill_n2() -> None:
         killed.append(time.time())
-        slurm_cluster.kill_node("n2")
+        slurm_nodes.kill_node("n2")
 
     when_rank_reaches(tmp_path / "logs", "*/attempt-1/hosts/n2/rank-2/stdout.log", 40, kill_n2)
     try:
         done = finish(proc, tmp_path)
     finally:
-        slurm_cluster.revive_node("n2")
+        slurm_nodes.revive_node("n2")
     assert killed, done["output"]
     assert done["status"] == 0, done["output"]
     job, summary = done["job"], done["summary"]
@@ -171,7 +172,7 @@ def test_a_node_lost_mid_run_moves_its_ranks_to_the_spare_and_every_rank_resumes
     config.write_text(config.read_text().replace(str(nxt / "logs"), str(tmp_path / "logs")))
     script = nxt / "job.sbatch"
     script.write_text(run_cli("sbatch", str(config)).stdout.replace("#SBATCH --exclude=n2\n", ""))
-    environment = slurm_cluster.client_env(base_env({"NPLTEST_MARKER": marker}, True))
+    environment = slurm_nodes.client_env(base_env({"NPLTEST_MARKER": marker}, True))
     environment.pop("SBATCH_OUTPUT", None)
     second = subprocess.run(
         ["sbatch", "--wait", "--nodelist=n1,n2,n3", str(script)],
@@ -190,7 +191,7 @@ def test_a_node_lost_mid_run_moves_its_ranks_to_the_spare_and_every_rank_resumes
     assert not marked_pids(marker)
 
 
-def test_an_npu_fault_on_a_node_is_recovered_on_the_spare(slurm_cluster, tmp_path: Path, marker: str) -> None:
+def test_an_npu_fault_on_a_node_is_recovered_on_the_spare(slurm_nodes, tmp_path: Path, marker: str) -> None:
     """With an earlier job's fault of the same code on the same NPU in the history (ledger_window_h 0: only a
     repeated code keeps an NPU off), the second makes it ManuallySeparateNPU: kept off until cleared."""
     faults = tmp_path / "faults-{node}"
@@ -201,10 +202,10 @@ def test_an_npu_fault_on_a_node_is_recovered_on_the_spare(slurm_cluster, tmp_pat
     extra = (
         f"recovery: {{checkpoint_dir: '{tmp_path}/out/{{rank}}/ckpt', ledger_window_h: 0}}\n"
         "monitor: {health_interval_s: 0.3}\n"
-        f"slurm: {{nodes: 2, spare_nodes: 1, partition: {slurm_cluster.partition}}}\n"
+        f"slurm: {{nodes: 2, spare_nodes: 1, partition: {slurm_nodes.partition}}}\n"
     )
     config = write_job(tmp_path, marker, f"*=train:{FINAL}", extra)
-    proc = submit(slurm_cluster, tmp_path, marker, config, {"NPU_STANDIN_FAULTS": str(faults)})
+    proc = submit(slurm_nodes, tmp_path, marker, config, {"NPU_STANDIN_FAULTS": str(faults)})
     fault = lambda: (tmp_path / "faults-n2").write_text("1 Alarm 80E01801\n")  # noqa: E731
     when_rank_reaches(tmp_path / "logs", "*/attempt-1/hosts/n2/rank-3/stdout.log", 40, fault)
     done = finish(proc, tmp_path)
@@ -227,27 +228,27 @@ def test_an_npu_fault_on_a_node_is_recovered_on_the_spare(slurm_cluster, tmp_pat
     assert "--exclude" not in run_cli("sbatch", str(config)).stdout
 
 
-def test_a_crash_loop_under_slurm_ends_with_its_own_exit_code(slurm_cluster, tmp_path: Path, marker: str) -> None:
+def test_a_crash_loop_under_slurm_ends_with_its_own_exit_code(slurm_nodes, tmp_path: Path, marker: str) -> None:
     """Ranks that fail the same way at once on every attempt: the job stops after job.crash_loop_limit
     attempts, however many restarts are allowed, and the batch script exits 93 (do not requeue)."""
     action = '2=say:step-0+hccp_fails_until:99", "*=hang'  # rank 2 on n2: HCCL's set-up fails (retryable)
-    config = write_job(tmp_path, marker, action, f"slurm: {{nodes: 2, partition: {slurm_cluster.partition}}}\n")
+    config = write_job(tmp_path, marker, action, f"slurm: {{nodes: 2, partition: {slurm_nodes.partition}}}\n")
     config.write_text(config.read_text().replace("  grace_period_s: 1\n", "  grace_period_s: 1\n  max_restarts: 9\n"))
-    done = finish(submit(slurm_cluster, tmp_path, marker, config), tmp_path)
+    done = finish(submit(slurm_nodes, tmp_path, marker, config), tmp_path)
     assert done["status"] != 0, done["output"]
     summary = done["summary"]
     assert summary["job"]["exit_code"] == 93 and len(summary["attempts"]) == 3, summary
     assert summary["crash_loop"]["attempts"] == [1, 2, 3], summary["crash_loop"]
     state = subprocess.run(
         ["sacct", "-n", "-X", "-P", "-j", done["job"].name, "-o", "ExitCode"],
-        env=slurm_cluster.client_env(),
+        env=slurm_nodes.client_env(),
         capture_output=True,
         text=True,
         timeout=30,
     )
     shown = subprocess.run(
         ["scontrol", "show", "job", "-o", done["job"].name],
-        env=slurm_cluster.client_env(),
+        env=slurm_nodes.client_env(),
         capture_output=True,
         text=True,
         timeout=30,
@@ -257,21 +258,21 @@ def test_a_crash_loop_under_slurm_ends_with_its_own_exit_code(slurm_cluster, tmp
 
 
 def test_without_a_spare_the_job_requeues_itself_without_the_lost_node_and_resumes(
-    slurm_cluster, tmp_path: Path, marker: str
+    slurm_nodes, tmp_path: Path, marker: str
 ) -> None:
     extra = (
         f"recovery: {{checkpoint_dir: '{tmp_path}/out/{{rank}}/ckpt'}}\n"
-        f"slurm: {{nodes: 2, partition: {slurm_cluster.partition}}}\n"
+        f"slurm: {{nodes: 2, partition: {slurm_nodes.partition}}}\n"
     )
     config = write_job(tmp_path, marker, f"*=train:{FINAL}", extra)
-    proc = submit(slurm_cluster, tmp_path, marker, config)
+    proc = submit(slurm_nodes, tmp_path, marker, config)
     when_rank_reaches(
-        tmp_path / "logs", "*/attempt-1/hosts/n2/rank-2/stdout.log", 40, lambda: slurm_cluster.kill_node("n2")
+        tmp_path / "logs", "*/attempt-1/hosts/n2/rank-2/stdout.log", 40, lambda: slurm_nodes.kill_node("n2")
     )
     try:
         done = finish(proc, tmp_path, timeout=300)
     finally:
-        slurm_cluster.revive_node("n2")
+        slurm_nodes.revive_node("n2")
     assert done["status"] == 0, done["output"]
     attempts = done["summary"]["attempts"]
     assert [(a["status"], a["then"]) for a in attempts] == [("failed", "requeued"), ("succeeded", "")], attempts
@@ -283,7 +284,7 @@ def test_without_a_spare_the_job_requeues_itself_without_the_lost_node_and_resum
     assert all(line.startswith(f"final step {FINAL} ") for line in ended.values())
     shown = subprocess.run(
         ["scontrol", "show", "job", "-o", done["job"].name],
-        env=slurm_cluster.client_env(),
+        env=slurm_nodes.client_env(),
         capture_output=True,
         text=True,
         timeout=30,
