@@ -442,17 +442,18 @@ PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP O
         return len(victims)
 
     def revive_node(self, name: str, timeout_s: float = 60.0) -> None:
-        """Start node ``name``'s slurmd again and wait until every node is idle (ReturnToService=2 takes a node
-        Slurm set down back when its slurmd registers): the next test has the whole cluster."""
+        """Start node ``name``'s slurmd again (its link up) if it died, resume it if Slurm set it down, and wait
+        until every node is idle: the next test has the whole cluster."""
         daemon = self.daemons.get(f"slurmd.{name}")
-        if daemon is not None and daemon.poll() is None:
+        if daemon is None or daemon.poll() is not None:
+            if daemon is not None:
+                daemon.wait()
+            if self.netns is not None:
+                self.netns.set_link(self.host(name), up=True)
+            self._spawn_slurmd(name)
+        elif self.node_states().get(name) == "idle":
             return
-        if daemon is not None:
-            daemon.wait()
-        if self.netns is not None:
-            self.netns.set_link(self.host(name), up=True)
-        self._spawn_slurmd(name)
-        subprocess.run(  # a node Slurm already saw go silent is down: back to service now, not at its next poll
+        subprocess.run(  # a node Slurm set down (silent, or by scontrol) is back to service now, not at its next poll
             [tool("scontrol"), "update", f"NodeName={name}", "State=RESUME"],
             env=self.client_env(),
             capture_output=True,

@@ -219,7 +219,7 @@ def parse_slurm(check: Checker, value: Any) -> Dict[str, Any]:
         isinstance(o, str) and o.startswith("--") and "\n" not in o for o in extra
     ):
         check.add(("slurm", "sbatch_options"), describe(extra), 'a list of sbatch options, e.g. ["--exclusive"]')
-    else:
+    elif extra:
         result["sbatch_options"] = tuple(extra)
     return result
 

@@ -191,6 +191,39 @@ def test_a_node_lost_mid_run_moves_its_ranks_to_the_spare_and_every_rank_resumes
     assert not marked_pids(marker)
 
 
+def test_a_node_slurm_sets_down_is_lost_when_its_step_ends(slurm_nodes, tmp_path: Path, marker: str) -> None:
+    """Slurm itself reports the node failed (an administrator's or a health check's ``scontrol update
+    State=DOWN``): its job step ends with srun's error, and the agent is lost then, not a heartbeat later."""
+    extra = (
+        f"recovery: {{checkpoint_dir: '{tmp_path}/out/{{rank}}/ckpt'}}\n"
+        f"slurm: {{nodes: 2, spare_nodes: 1, partition: {slurm_nodes.partition}}}\n"
+    )
+    config = write_job(tmp_path, marker, f"*=train:{FINAL}", extra)
+    proc = submit(slurm_nodes, tmp_path, marker, config, {"NPULAUNCH_HEARTBEAT_TIMEOUT_S": "60"})
+    downed: List[float] = []
+
+    def set_down() -> None:
+        downed.append(time.time())
+        scontrol = ["scontrol", "update", "NodeName=n2", "State=DOWN", "Reason=npltest"]
+        subprocess.run(scontrol, env=slurm_nodes.client_env(), capture_output=True, timeout=30)
+
+    when_rank_reaches(tmp_path / "logs", "*/attempt-1/hosts/n2/rank-2/stdout.log", 40, set_down)
+    try:
+        done = finish(proc, tmp_path)
+    finally:
+        slurm_nodes.revive_node("n2")
+    assert downed and done["status"] == 0, done["output"]
+    attempts = done["summary"]["attempts"]
+    assert [a["status"] for a in attempts] == ["failed", "succeeded"], attempts
+    assert attempts[0]["root_cause"]["cls"] == "host_lost" and attempts[0]["excluded"][0]["host"] == "n2"
+    assert attempts[1]["devices"] == {"n1": [0, 1], "n3": [0, 1]} and attempts[1]["resumed"]["step"] >= 40
+    events = [json.loads(line) for line in (done["job"] / "attempt-1" / "events.jsonl").read_text().splitlines()]
+    lost = next(e for e in events if e["kind"] == "agent_lost")
+    assert lost["host"] == "n2" and lost["time"] - downed[0] < 30, lost  # the step's end, not the 60 s timeout
+    assert "nothing from the agent" not in lost.get("why", ""), lost
+    assert not marked_pids(marker)
+
+
 def test_an_npu_fault_on_a_node_is_recovered_on_the_spare(slurm_nodes, tmp_path: Path, marker: str) -> None:
     """With an earlier job's fault of the same code on the same NPU in the history (ledger_window_h 0: only a
     repeated code keeps an NPU off), the second makes it ManuallySeparateNPU: kept off until cleared."""
