@@ -237,7 +237,8 @@ def test_a_rank_that_dies_as_its_npu_fails_has_the_npu_fault_as_root_cause(tmp_p
     first, second = summary(tmp_path)["attempts"]
     assert first["root_cause"] == {"rank": 1, "cls": "npu_fault", "code": "80E01801", "retryable": False}
     assert second["devices"] == {"localhost": [0, 4, 2, 3]}
-    assert second["resumed"]["step"] == 10
+    step = second["resumed"]["step"]  # 10, or 15 when the others wrote it before they were stopped
+    assert step is not None and step >= 10 and step % 5 == 0 and first["steps_lost"] == first["last_step"] - step
     assert {s for s, _ in finals(tmp_path, 2).values()} == {30}
 
 
