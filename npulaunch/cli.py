@@ -103,7 +103,8 @@ def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
         print(f"note: {note}")
     for warning in checked.warnings:
         print(warning)
-    where = f"{len(plan.hosts)} host(s)" + (", each checked over SSH" if checked.over_ssh else "")
+    reached = "with mpirun" if loaded.config.transport.value == "mpirun" else "over SSH"
+    where = f"{len(plan.hosts)} host(s)" + (f", each checked {reached}" if checked.over_ssh else "")
     sys.stdout.write(
         render_text(counts, checked.findings, f"ok: {plan.world_size} ranks on {where}; nothing was started")
     )

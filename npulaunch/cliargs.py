@@ -114,6 +114,16 @@ def _add_job_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_transport_flag(parser: argparse.ArgumentParser) -> None:
+    """For the commands that reach the remote hosts (run, check)."""
+    parser.add_argument(
+        "--transport",
+        choices=("ssh", "mpirun"),
+        help="how each remote host's agent is started: an SSH session (default), or Open MPI's mpirun with "
+        "one process on that host (transport; mpi.mpirun_options)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="npulaunch", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -127,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(the same failure without progress, job.crash_loop_limit times in a row): do not requeue.",
     )
     _add_job_flags(run)
+    _add_transport_flag(run)
     run.add_argument("--ranks", metavar="IDS", help="show only these ranks' output, e.g. 0,3 (all go to files)")
     run.add_argument("--no-live", action="store_true", help="no live status view, even on a terminal")
     run.add_argument(
@@ -195,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         "pings between hosts; exit 0, or 2 when something would make the job fail.",
     )
     _add_job_flags(check)
+    _add_transport_flag(check)
     check.add_argument(
         "--offline", action="store_true", help="do not connect to remote hosts: check the config and the plan only"
     )
@@ -371,7 +383,7 @@ def node_flag_problems(args: argparse.Namespace) -> List[ConfigProblem]:
 def overrides_from(args: argparse.Namespace, command: Optional[List[str]]) -> "Overrides":
     """The flags a job's commands share (and the command after ``--``) as ``Overrides`` of the YAML;
     ConfigError naming every flag whose value is out of its range, or that contradicts another."""
-    from npulaunch.config.cluster import ConsoleMode, RankTableMode
+    from npulaunch.config.cluster import ConsoleMode, RankTableMode, Transport
     from npulaunch.config.overrides import Overrides
 
     problems = []
@@ -424,4 +436,5 @@ def overrides_from(args: argparse.Namespace, command: Optional[List[str]]) -> "O
         nnodes=args.nnodes,
         node_rank=args.node_rank,
         script=getattr(args, "script", None),
+        transport=Transport(args.transport) if getattr(args, "transport", None) else None,
     )

@@ -216,6 +216,7 @@ SECTION_TITLES = {
     "job": "job",
     "hosts[]": "hosts[]: each host entry (and spares[])",
     "ssh": "ssh",
+    "mpi": "mpi (transport: mpirun)",
     "recovery": "recovery",
     "recovery.shrink": "recovery.shrink",
     "monitor": "monitor",

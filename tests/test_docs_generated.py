@@ -23,6 +23,7 @@ SECTIONS = {
     "JOB_KEYS": "job",
     "HOST_KEYS": "hosts[]",
     "SSH_KEYS": "ssh",
+    "MPI_KEYS": "mpi",
     "RECOVERY_KEYS": "recovery",
     "SHRINK_KEYS": "recovery.shrink",
     "MONITOR_KEYS": "monitor",

@@ -76,6 +76,13 @@ class FrameworkConfig:
         return None
 
 
+class Transport(str, Enum):
+    """How the launcher starts the agent of each remote host (launch/fleet/: one module each)."""
+
+    SSH = "ssh"  # an SSH session per agent (Fabric: fleet/ssh.py)
+    MPIRUN = "mpirun"  # Open MPI's mpirun per agent, one process on that host (fleet/mpirun.py)
+
+
 class ConsoleMode(str, Enum):
     ALL = "all"
     RANK0 = "rank0"
@@ -160,6 +167,8 @@ class ClusterConfig:
     data_preprocess: bool = False  # host_main: one process per host preprocesses for the host's devices
     monitor: Dict[str, Any] = field(default_factory=lambda: {"patterns": ()})  # sections.parse_monitor
     ssh: Dict[str, Any] = field(default_factory=dict)  # the ssh section: defaults for every host
+    transport: Transport = Transport.SSH  # how the remote hosts' agents are started
+    mpi: Dict[str, Any] = field(default_factory=dict)  # the mpi section: the mpirun transport's command and options
     slurm: Dict[str, Any] = field(default_factory=dict)  # the slurm section: npulaunch sbatch's header
     spares: Tuple[HostConfig, ...] = ()  # hosts held back for recovery, in the form of hosts
     recovery: RecoveryConfig = field(default_factory=RecoveryConfig)

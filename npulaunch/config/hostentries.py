@@ -1,6 +1,6 @@
-"""The YAML's ``hosts`` and ``spares`` lists and the ``ssh`` section: each host entry's name, devices
-(physical ids, a count or "all"), spare devices, device IPs, super pod and login. Part of the config
-layer: shapes, types and ranges only.
+"""The YAML's ``hosts`` and ``spares`` lists and how they are reached, the ``ssh`` and ``mpi`` sections: each
+host entry's name, devices (physical ids, a count or "all"), spare devices, device IPs, super pod and login.
+Part of the config layer: shapes, types and ranges only.
 """
 
 from __future__ import annotations
@@ -9,9 +9,17 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from npulaunch.config.checker import Checker, describe
-from npulaunch.config.cluster import ALL_DEVICES, HOST_PATTERN, MAX_DEVICE_ID, Devices, HostConfig
+from npulaunch.config.cluster import (
+    ALL_DEVICES,
+    HOST_PATTERN,
+    MAX_DEVICE_ID,
+    ClusterConfig,
+    Devices,
+    HostConfig,
+    Transport,
+)
 from npulaunch.config.sections import parse_super_pod
-from npulaunch.host.errors import YamlPath, render_path
+from npulaunch.host.errors import ConfigProblem, YamlPath, render_path
 from npulaunch.host.lazyre import lazy_re
 
 HOST_KEYS = (
@@ -35,6 +43,30 @@ SSH_KEYS = (
     "parallel",
     "python",
 )
+MPI_KEYS = ("mpirun", "mpirun_options")
+# What npulaunch gives every agent's mpirun itself (plan/schedulers/mpi.py, agent_argv: one process on one
+# host, stdin to it, no binding); mpirun_options may not say otherwise. Open MPI 4.1's spellings, mpirun(1).
+MPIRUN_OWN_OPTIONS = (
+    "-H",
+    "-host",
+    "--host",
+    "-hostfile",
+    "--hostfile",
+    "-machinefile",
+    "--machinefile",
+    "-c",
+    "-n",
+    "--n",
+    "-np",
+    "--np",
+    "-stdin",
+    "--stdin",
+    "-bind-to",
+    "--bind-to",
+    "-app",
+    "--app",
+)
+LOGIN_FIELDS = ("user", "port", "identity_file")  # of a host entry: its SSH login
 
 
 def parse_hosts(check: Checker, value: Any, key: str = "hosts") -> Tuple[HostConfig, ...]:
@@ -133,6 +165,59 @@ def parse_ssh(check: Checker, value: Any) -> Dict[str, Any]:
         if parallel is not None:
             result["parallel"] = parallel
     return result
+
+
+def parse_mpi(check: Checker, value: Any) -> Dict[str, Any]:
+    """The ``mpi`` section: Open MPI's mpirun for the mpirun transport, and the options every agent's mpirun
+    gets (argv words, passed as they are: ``["--mca", "plm_rsh_agent", "ssh -F /etc/npu/ssh_config"]``)."""
+    section = check.mapping(value, ("mpi",), MPI_KEYS)
+    result: Dict[str, Any] = {}
+    if "mpirun" in section:
+        command = check.string(
+            section["mpirun"], ("mpi", "mpirun"), "Open MPI's mpirun: a command on the PATH or a path"
+        )
+        if command is not None:
+            result["mpirun"] = command
+    options = section.get("mpirun_options", [])
+    path: YamlPath = ("mpi", "mpirun_options")
+    if not isinstance(options, list) or not all(isinstance(o, str) and o and "\0" not in o for o in options):
+        check.add(
+            path, describe(options), 'a list of mpirun\'s arguments, one word each, e.g. ["--mca", "btl", "tcp,self"]'
+        )
+        return result
+    for index, word in enumerate(options):
+        if word.split("=", 1)[0] in MPIRUN_OWN_OPTIONS:
+            check.add(
+                path + (index,),
+                repr(word),
+                "mpirun options other than --host (-H), --hostfile, --machinefile, -np (-n, -c), --stdin, "
+                "--bind-to, --app",
+                "npulaunch starts one agent per mpirun: --host HOST:1 -np 1 --stdin 0 --bind-to none",
+            )
+    result["mpirun_options"] = tuple(options)
+    return result
+
+
+def unused_logins(config: ClusterConfig) -> List[ConfigProblem]:
+    """A warning when the job's hosts are reached with mpirun but the YAML sets SSH logins (the ssh section, a
+    host entry's user, port, identity_file): mpirun's own rsh agent reaches the hosts, not npulaunch's SSH."""
+    if config.transport is not Transport.MPIRUN:
+        return []
+    paths: List[YamlPath] = [("ssh", key) for key in config.ssh]
+    for kind, entries in (("hosts", config.hosts), ("spares", config.spares)):
+        for index, host in enumerate(entries):
+            paths += [(kind, index, key) for key in host.ssh if key in LOGIN_FIELDS]
+    if not paths:
+        return []
+    return [
+        config.problem(
+            paths[0],
+            f"{render_path(paths[0])} with transport mpirun" + (f" (and {len(paths) - 1} more)" if paths[1:] else ""),
+            "SSH logins apply to transport ssh only",
+            "mpirun reaches the hosts through its rsh agent: give it ssh's options in mpi.mpirun_options, e.g. "
+            '["--mca", "plm_rsh_agent", "ssh -l USER -i KEY"]',
+        )
+    ]
 
 
 def parse_devices(check: Checker, value: Any, path: YamlPath) -> Optional[Devices]:

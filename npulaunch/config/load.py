@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from npulaunch.config.checker import Checker, describe, did_you_mean
@@ -23,10 +24,11 @@ from npulaunch.config.cluster import (
     JobConfig,
     Precedence,
     RankTableMode,
+    Transport,
     validate_job_id,
 )
 from npulaunch.config.framework import parse_framework
-from npulaunch.config.hostentries import check_spare_hosts, parse_hosts, parse_ssh
+from npulaunch.config.hostentries import check_spare_hosts, parse_hosts, parse_mpi, parse_ssh, unused_logins
 from npulaunch.config.recovery import parse_recovery
 from npulaunch.config.sections import (
     check_rank_text,
@@ -59,6 +61,8 @@ TOP_KEYS = (
     "data_preprocess",
     "monitor",
     "ssh",
+    "transport",
+    "mpi",
     "slurm",
     "spares",
     "recovery",
@@ -109,6 +113,7 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
     check_super_pods(check, hosts, switches["product"])
     monitor = parse_monitor(check, top.get("monitor"))
     ssh = parse_ssh(check, top.get("ssh"))
+    mpi = parse_mpi(check, top.get("mpi"))
     recovery = parse_recovery(check, top.get("recovery"), base_dir)
     slurm = parse_slurm(check, top.get("slurm"))
     if slurm.get("spare_nodes") and not recovery.checkpoint_dir:
@@ -130,12 +135,13 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
             ("job.grace_period_s", "grace_period_s" in (top.get("job") or {})),
             ("rank_table", "rank_table" in top),
             ("framework", "framework" in top),
+            ("transport", "transport" in top),
         )
     }
     for index, entry in enumerate(top.get("hosts") or [{}]):
         given = isinstance(entry, dict) and "devices" in entry
         sources[f"hosts[{index}].devices"] = "yaml" if given else "default"
-    return ClusterConfig(
+    config = ClusterConfig(
         source=doc.source,
         job=job,
         hosts=hosts,
@@ -146,12 +152,15 @@ def parse_config(doc: "YamlDocument", base_dir: str) -> ClusterConfig:
         warnings=tuple(check.warnings),
         monitor=monitor,
         ssh=ssh,
+        mpi=mpi,
         slurm=slurm,
         spares=spares,
         recovery=recovery,
         framework=framework,
         **switches,
     )
+    unused = unused_logins(config)
+    return replace(config, warnings=config.warnings + tuple(unused)) if unused else config
 
 
 def _rule_problems(
@@ -183,8 +192,9 @@ def _rule_problems(
 
 def _parse_switches(check: Checker, top: Dict[str, Any]) -> Dict[str, Any]:
     """The top-level settings that pick a mode: rank_table, session_injection, session_precedence,
-    cpu_fallback, data_preprocess, product, cann_version (ClusterConfig keyword arguments)."""
+    cpu_fallback, data_preprocess, product, cann_version, transport (ClusterConfig keyword arguments)."""
     found: Dict[str, Any] = {
+        "transport": Transport.SSH,
         "rank_table": RankTableMode.AUTO,
         "session_injection": Injection.OFF,
         "session_precedence": Precedence.SCRIPT,
@@ -193,6 +203,8 @@ def _parse_switches(check: Checker, top: Dict[str, Any]) -> Dict[str, Any]:
     }
     if "rank_table" in top:
         found["rank_table"] = check.choice(top["rank_table"], ("rank_table",), RankTableMode) or RankTableMode.AUTO
+    if "transport" in top:
+        found["transport"] = check.choice(top["transport"], ("transport",), Transport) or Transport.SSH
     if "session_injection" in top:
         given = {True: "auto", False: "off"}.get(top["session_injection"], top["session_injection"])  # YAML on/off
         found["session_injection"] = check.choice(given, ("session_injection",), Injection) or Injection.OFF

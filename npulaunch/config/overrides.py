@@ -19,6 +19,7 @@ from npulaunch.config.cluster import (
     JobConfig,
     RankTableMode,
     StartMode,
+    Transport,
 )
 from npulaunch.host.errors import ConfigError, ConfigProblem
 
@@ -47,6 +48,7 @@ class Overrides:
     nnodes: Optional[int] = None  # torchrun's --nnodes / --node-rank: one npulaunch per node
     node_rank: Optional[int] = None
     script: Optional[str] = None  # torchrun's form: the script (or -m module) the command runs
+    transport: Optional[Transport] = None  # --transport: how the remote hosts' agents are started
 
 
 def config_from_cli(overrides: Overrides, cwd: str) -> ClusterConfig:
@@ -112,9 +114,22 @@ def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
     if flags.hang_timeout_s is not None:
         monitor["hang_timeout_s"], sources["monitor.hang_timeout_s"] = flags.hang_timeout_s, "cli"
     framework = _framework(config, flags, sources)
-    return replace(
+    changed = replace(
         config, job=job, hosts=hosts, rank_table=rank_table, sources=sources, monitor=monitor, framework=framework
     )
+    if flags.transport is not None:
+        changed = _with_transport(changed, flags.transport)
+    return changed
+
+
+def _with_transport(config: ClusterConfig, transport: Transport) -> ClusterConfig:
+    """--transport over the YAML's, with the warnings of the transport it now has (not of the one it had)."""
+    from npulaunch.config.hostentries import unused_logins
+
+    stale = set(unused_logins(config))
+    changed = replace(config, transport=transport, sources=dict(config.sources, transport="cli"))
+    warnings = tuple(w for w in config.warnings if w not in stale) + tuple(unused_logins(changed))
+    return replace(changed, warnings=warnings)
 
 
 def _framework(config: ClusterConfig, flags: Overrides, sources: Dict[str, str]) -> FrameworkConfig:

@@ -22,6 +22,7 @@ from npulaunch.config.cluster import (
     RankTableMode,
     RecoveryConfig,
     StartMode,
+    Transport,
 )
 from npulaunch.config.load import MAX_RESTARTS
 from npulaunch.config.recovery import MAX_LEDGER_WINDOW_H, MAX_RECOVERIES
@@ -70,8 +71,8 @@ KEYS: Tuple[Key, ...] = (
         "list",
         "this host alone, `devices: all`",
         "a non-empty list of host entries (a mapping, or a bare host name)",
-        "The hosts the job runs on, in rank order. A remote host is reached over SSH; under a scheduler the "
-        "scheduler's nodes come first and an entry named like a node gives that node's devices.",
+        "The hosts the job runs on, in rank order. A remote host is reached over SSH (or with mpirun: `transport`); "
+        "under a scheduler the scheduler's nodes come first and an entry named like a node gives that node's devices.",
     ),
     Key(
         "ssh",
@@ -79,6 +80,24 @@ KEYS: Tuple[Key, ...] = (
         "the user's own ssh settings",
         "a mapping of the keys below",
         "Defaults for every remote host's SSH login (a host entry's `user`, `port`, `identity_file` win).",
+    ),
+    Key(
+        "transport",
+        "string",
+        Transport.SSH.value,
+        _choices(Transport),
+        "How each remote host's agent is started. ssh: an SSH session per agent (the `ssh` section). mpirun: Open "
+        "MPI's mpirun per agent, one process on that host (`mpirun --host HOST:1 -np 1`), the agent's lines over "
+        "mpirun's stdin and stdout; mpirun reaches the host through its own rsh agent (the `mpi` section), and "
+        "Open MPI's variables of that process are unset before the agent starts. A lost host is found in 5 s "
+        "(as under srun) and spare hosts take its place as over SSH. The flag `--transport` overrides it.",
+    ),
+    Key(
+        "mpi",
+        "mapping",
+        "mpirun on the PATH, no extra options",
+        "a mapping of the keys below",
+        "Open MPI's mpirun for `transport: mpirun`.",
     ),
     Key(
         "spares",
@@ -503,6 +522,24 @@ KEYS: Tuple[Key, ...] = (
         "What the report says to check.",
     ),
     Key("monitor.patterns[].code", "string", "none", "a string", "A code the finding carries."),
+    # -- mpi ----------------------------------------------------------------------------------------
+    Key(
+        "mpi.mpirun",
+        "string",
+        "mpirun",
+        "Open MPI's mpirun: a command on the PATH or a path (~ expanded)",
+        "The mpirun that starts each agent; checked to be Open MPI's (`mpirun --version`) before any host is reached.",
+    ),
+    Key(
+        "mpi.mpirun_options",
+        "list",
+        "[]",
+        "a list of mpirun's arguments, one word each; not --host, --hostfile, --machinefile, -np (-n, -c), "
+        "--stdin, --bind-to, --app, which npulaunch sets",
+        'Passed to every agent\'s mpirun as they are, e.g. `["--mca", "plm_rsh_agent", "ssh -F '
+        '/etc/npulaunch/ssh_config"]` (how mpirun reaches the hosts), `["--mca", "oob_tcp_if_include", '
+        '"10.0.0.0/24"]`, `["--prefix", "/opt/openmpi"]`. The `ssh` section is not used with mpirun.',
+    ),
     # -- slurm --------------------------------------------------------------------------------------
     Key(
         "slurm.nodes",

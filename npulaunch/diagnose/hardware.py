@@ -65,7 +65,7 @@ def hardware_cause(
             line,
             (line,),
             (
-                "the host, its network or the channel to its agent (its SSH connection, its Slurm job step) went "
+                "the host, its network or the channel to its agent (its SSH connection, Slurm job step or mpirun) went "
                 "away; with spare hosts (spares:, or slurm.spare_nodes under Slurm) npulaunch continues without it"
             ),
             False,

@@ -1,7 +1,7 @@
-"""One job, start to end, as ``npulaunch run`` and ``npulaunch check`` see it: connect to the
-remote hosts when there are any (Fabric is imported only then) and check every host (the NPU health
-check included), plan the job, then run it under the supervisor with its restarts. The fleet of SSH
-connections is always closed, whatever happens.
+"""One job, start to end, as ``npulaunch run`` and ``npulaunch check`` see it: reach the remote hosts when
+there are any (over SSH, Fabric imported only then; as Slurm job steps; or with mpirun) and check every host
+(the NPU health check included), plan the job, then run it under the supervisor with its restarts. The fleet
+is always closed, whatever happens.
 """
 
 from __future__ import annotations
@@ -46,6 +46,11 @@ def _open_fleet(loaded: Loaded, settings: HealthSettings) -> "Optional[Fleet]":
 
     if loaded.transport == "srun":
         return open_fleet(loaded, _srun_connect(loaded), settings, SRUN_PARALLEL)
+    if loaded.transport == "mpirun":
+        from npulaunch.launch.fleet.mpirun import mpirun_connect
+        from npulaunch.plan.prepare import address_toward
+
+        return open_fleet(loaded, mpirun_connect(loaded.config.mpi, address_toward), settings, MPIRUN_PARALLEL)
     try:
         from npulaunch.launch.fleet.ssh import ssh_connect
     except ImportError as exc:  # Fabric / Paramiko: the ssh extra
@@ -60,6 +65,7 @@ def _open_fleet(loaded: Loaded, settings: HealthSettings) -> "Optional[Fleet]":
 
 
 SRUN_PARALLEL = 64  # job steps started at once (each is an srun client on this host)
+MPIRUN_PARALLEL = 32  # mpiruns started at once (each is an mpirun and its rsh agent, ssh, on this host)
 
 
 def _srun_connect(loaded: Loaded) -> "Connect":
@@ -129,7 +135,9 @@ def run_job(
     terminal), then None."""
     if is_remote(loaded):
         hosts = len(loaded.config.hosts + loaded.config.spares)
-        how = "starting a job step on each of" if loaded.transport == "srun" else "connecting over SSH to"
+        how = {"srun": "starting a job step on each of", "mpirun": "starting mpirun for each of"}.get(
+            loaded.transport, "connecting over SSH to"
+        )
         phase(f"{how} {hosts} hosts, shipping the agent, probing each host")
     fleet = _open_fleet(loaded, _run_settings(loaded))
     try:
@@ -189,12 +197,16 @@ def run_job(
 
 def _heartbeat_timeout(loaded: Loaded) -> Optional[float]:
     """How long an agent may be silent before its host is lost: the fleet's default over SSH (a WAN link may
-    stall), a few seconds for Slurm's job steps on the cluster's own network (NPULAUNCH_HEARTBEAT_TIMEOUT_S
-    sets both)."""
+    stall), a few seconds for Slurm's job steps and mpirun's agents on the cluster's own network
+    (NPULAUNCH_HEARTBEAT_TIMEOUT_S sets each)."""
     from npulaunch.launch.fleet.run import TIMEOUT_VARIABLE
 
-    if loaded.transport != "srun" or os.environ.get(TIMEOUT_VARIABLE):
+    if loaded.transport not in ("srun", "mpirun") or os.environ.get(TIMEOUT_VARIABLE):
         return None
+    if loaded.transport == "mpirun":
+        from npulaunch.launch.fleet.mpirun import HEARTBEAT_TIMEOUT_S as MPIRUN_TIMEOUT_S
+
+        return MPIRUN_TIMEOUT_S
     from npulaunch.launch.fleet.srun import HEARTBEAT_TIMEOUT_S
 
     return HEARTBEAT_TIMEOUT_S

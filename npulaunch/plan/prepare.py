@@ -42,7 +42,8 @@ class Loaded:
     node: Optional[int] = None  # under a scheduler: this node's index
     local_names: Tuple[str, ...] = ()
     view: "Optional[SchedulerView]" = None  # None without a scheduler
-    transport: str = ""  # how the other hosts' agents are started: "" over SSH; "srun": as Slurm job steps
+    # how the other hosts' agents are started: "" over SSH; "srun": as Slurm job steps; "mpirun": by Open MPI's mpirun
+    transport: str = ""
 
 
 def load(
@@ -83,10 +84,16 @@ def load(
     node, local_names = None, tuple(LOCAL_HOST_NAMES)
     if view is not None and view.kind in ("volcano", "k8s") and os.environ.get("RANK_TABLE_FILE"):
         config, view = _mindx(config, view, os.environ["RANK_TABLE_FILE"])
-    transport = ""
+    mpirun = config.transport.value == "mpirun"
+    transport = "mpirun" if mpirun and view is None else ""  # one node of a scheduler's job reaches no host
     if view is not None and not rank_mode and holds_allocation(config, view):
         from npulaunch.plan.schedulers.allocation import controller_config
 
+        if mpirun:
+            raise UsageError(
+                f"transport mpirun ({config.sources.get('transport', 'yaml')}) in a Slurm allocation npulaunch "
+                "holds: it starts its nodes' agents as job steps (srun); drop transport: mpirun (--transport)"
+            )
         config, transport = controller_config(config, view), "srun"
     elif view is not None:
         config, node, view = _allocated(config, view, rank_mode)
@@ -313,8 +320,9 @@ def _checked_identity(loaded: Loaded, plan: "LaunchPlan") -> "LaunchPlan":
 
 def recoverable(config: "ClusterConfig", node: Optional[int] = None, transport: str = "") -> bool:
     """Whether a fault of the hardware can be recovered from: there are spares to take what broke, or the
-    job may shrink, and npulaunch places the whole job (under a scheduler the scheduler places the nodes); or
-    npulaunch holds a Slurm allocation, and requeues the job without what broke."""
+    job may shrink, and npulaunch places the whole job (over SSH or with mpirun: each attempt's agents are
+    started on the hosts it has; under a scheduler the scheduler places the nodes); or npulaunch holds a Slurm
+    allocation, and requeues the job without what broke."""
     if node is not None or config.recovery.max_recoveries == 0:
         return False
     if transport == "srun":
@@ -324,6 +332,6 @@ def recoverable(config: "ClusterConfig", node: Optional[int] = None, transport: 
 
 
 def is_remote(loaded: Loaded) -> bool:
-    """Whether npulaunch starts ranks on other hosts itself, over SSH or as Slurm job steps (not as one node of
-    a scheduler's job)."""
+    """Whether npulaunch starts ranks on other hosts itself, over SSH, as Slurm job steps or with mpirun (not as
+    one node of a scheduler's job)."""
     return loaded.node is None and any(host.host not in loaded.local_names for host in loaded.config.hosts)

@@ -32,7 +32,8 @@ def inventory(
         devices = checked.get("npus")
     return {
         "hosts": len(config.hosts),
-        "over_ssh": over_ssh,
+        "over_ssh": over_ssh,  # the remote hosts were asked (over SSH, or with mpirun: transport)
+        "transport": config.transport.value,
         "devices": devices,
         "cpu_fallback": config.cpu_fallback,  # the devices are ranks on CPUs, not NPUs
         "npus_health_checked": checked.get("npus", 0) if health else 0,
@@ -68,7 +69,7 @@ def _count(number: int, word: str) -> str:
 
 def render_checked(counts: Dict[str, Any]) -> str:
     """``checked: 3 hosts (over SSH), 6 NPUs, ...``."""
-    parts = [_count(counts["hosts"], "host") + (" (over SSH)" if counts["over_ssh"] else "")]
+    parts = [_count(counts["hosts"], "host") + (f" ({_reached(counts)})" if counts["over_ssh"] else "")]
     if counts["devices"] is not None and counts.get("cpu_fallback"):
         parts.append(_count(counts["devices"], "rank") + " on CPUs (cpu_fallback)")
     elif counts["devices"] is not None:
@@ -132,3 +133,7 @@ def across_hosts(findings: Sequence[Finding]) -> List[Finding]:
         key = (finding.check, finding.seen, finding.expected, finding.hint, finding.devices)
         groups.setdefault(key, []).append(finding)
     return [replace(group[0], host=", ".join(f.host for f in group)) for group in groups.values()]
+
+
+def _reached(counts: Dict[str, Any]) -> str:
+    return "with mpirun" if counts.get("transport") == "mpirun" else "over SSH"

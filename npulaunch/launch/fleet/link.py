@@ -19,22 +19,30 @@ Messages = queue.Queue[Tuple[str, FromAgent]]  # what the agents sent, by host
 
 # Runs on the host, in a new private directory: copies the agent zip (argv[1] bytes) from stdin,
 # unbuffered, so the JSON lines that follow stay in the pipe for the agent, then runs it in the
-# same interpreter (one interpreter start per host). Any python3: the zip checks the version.
+# same interpreter (one interpreter start per host). Any python3: the zip checks the version. With
+# argv[2], the zip's SHA-256: a zip that arrived otherwise ends it with DAMAGED_STATUS.
+DAMAGED_STATUS = 75  # EX_TEMPFAIL: the code did not arrive whole; starting again may work
 BOOTSTRAP = """import json, os, sys
-left = int(sys.argv[1])
+hashlib = __import__("hashlib") if sys.argv[2:] else None
+left, digest = int(sys.argv[1]), hashlib and hashlib.sha256()
 with open("agent.pyz", "wb") as out:
     while left:
         data = os.read(0, min(left, 1 << 16))
         if not data:
             sys.exit("npulaunch: the agent's code was cut short in transit")
         out.write(data)
+        if digest:
+            digest.update(data)
         left -= len(data)
+if digest and digest.hexdigest() != sys.argv[2]:
+    sys.stderr.write("npulaunch: the agent's code arrived damaged\\n")
+    sys.exit(DAMAGED_STATUS)
 sys.stdout.write(json.dumps({"type": "shipped", "dir": os.getcwd()}) + "\\n")
 sys.stdout.flush()
 sys.argv = [os.path.abspath("agent.pyz")]
 import runpy
 runpy.run_path(sys.argv[0], run_name="__main__")
-"""
+""".replace("DAMAGED_STATUS", str(DAMAGED_STATUS))
 
 
 class BackendError(NpulaunchError):
@@ -43,14 +51,15 @@ class BackendError(NpulaunchError):
     exit_code = 2
 
 
-def agent_command(code_size: int, python: str = "python3") -> str:
+def agent_command(code_size: int, python: str = "python3", digest: str = "") -> str:
     """The one shell command that starts an agent on a host: make a private directory, copy the zip from
     stdin into it, run it, and remove the directory whatever way the agent ended. The zip travels on the
-    agent's own stdin ahead of the JSON lines (no file transfer of its own)."""
+    agent's own stdin ahead of the JSON lines (no file transfer of its own); ``digest`` (its SHA-256, hex):
+    checked on arrival."""
     py = shlex.quote(python)
     return (
         'umask 077 && d=$(mktemp -d /tmp/npulaunch-agent.XXXXXXXX) && cd "$d" && '
-        f"{py} -I -S -c {shlex.quote(BOOTSTRAP)} {code_size}; "
+        f"{py} -I -S -c {shlex.quote(BOOTSTRAP)} {code_size}{' ' + digest if digest else ''}; "
         's=$?; cd / && rm -rf "$d"; exit $s'
     )
 

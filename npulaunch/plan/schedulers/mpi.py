@@ -1,8 +1,9 @@
-"""MPI launchers: Open MPI's and PMI's (MPICH, Intel MPI) variables, and mpirun inside a Slurm allocation. Pure."""
+"""MPI launchers: Open MPI's and PMI's (MPICH, Intel MPI) variables, mpirun inside a Slurm allocation, and the
+mpirun transport's command line (one agent per mpirun: launch/fleet/mpirun.py runs it). Pure."""
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import List, Mapping, Optional, Sequence
 
 from npulaunch.plan.schedulers import slurm
 from npulaunch.plan.schedulers.view import Draft, SchedulerKind, first_set, settle_nodes, value_of
@@ -49,3 +50,47 @@ def read_in_slurm(env: Mapping[str, str]) -> Optional[Draft]:
         "so rank, world_size, local_rank and local_size are MPI's"
     )
     return draft
+
+
+# --- the mpirun transport: one mpirun per host carries its agent (launch/fleet/mpirun.py runs it)
+
+# What Open MPI's mpirun gives the one process it starts (4.1.4: `env` under agent_argv with the rsh launcher,
+# against `env` over plain ssh on the same host): OMPI_* (the process's place in its MPI job, the job's wiring
+# to mpirun and its orted, the MCA parameters of mpirun's options and of its own environment), PMIX_* (PMIx's),
+# and two variables of its PSM components. The agent is no MPI process: they are unset before it starts, so
+# none reaches a rank, which would take OMPI_COMM_WORLD_* or PMIX_RANK for its own (plan/schedulers/detect.py)
+# or whose MPI_Init would join the agent's one-process job. Over SSH no such variable reaches a rank either.
+AGENT_VARIABLE_PREFIXES = ("OMPI_", "PMIX_")
+AGENT_VARIABLES = ("HFI_NO_BACKTRACE", "IPATH_NO_BACKTRACE")
+
+
+def unset_agent_variables() -> str:
+    """The shell words that unset AGENT_VARIABLES and every variable named with AGENT_VARIABLE_PREFIXES (found
+    in ``env``'s output by name alone: a value's line that looks like a name unsets nothing that exists)."""
+    found = " ".join(f"-e 's/^\\({prefix}[A-Za-z0-9_]*\\)=.*/\\1/p'" for prefix in AGENT_VARIABLE_PREFIXES)
+    return f'for v in $(env | sed -n {found}); do unset "$v"; done; unset {" ".join(AGENT_VARIABLES)}'
+
+
+def agent_argv(mpirun: str, host: str, options: Sequence[str], command: str) -> List[str]:
+    """The mpirun that runs the shell ``command`` on ``host`` alone: one process there (``--host HOST:1 -np 1``),
+    mpirun's stdin forwarded to it (``--stdin 0``, rank 0: mpirun(1), "Standard I/O"), bound to no CPU (Open MPI
+    binds to a core by default, mpirun(1) ``--bind-to``, and the ranks would inherit that one core: they bind
+    their own, job.cpu_binding), without Open MPI's help banners (``-q``: stderr keeps the rsh agent's own
+    words), the YAML's ``options`` (mpi.mpirun_options) next; in the shell, Open MPI's variables are unset
+    before ``command`` runs (unset_agent_variables)."""
+    return [
+        mpirun,
+        "--host",
+        f"{host}:1",
+        "-np",
+        "1",
+        "--stdin",
+        "0",
+        "--bind-to",
+        "none",
+        "-q",
+        *options,
+        "/bin/sh",
+        "-c",
+        f"{unset_agent_variables()}; {command}",
+    ]
