@@ -51,11 +51,20 @@ def kill_host(hosts, name: str) -> int:
     host = next(h for h in hosts.hosts if h.name == name)
     hosts.set_link(host, up=False)
     victims = on_host(hosts, name)
+    directories = set()  # the agent's private directory: on a real host it goes with the host's disk
+    for pid in victims:
+        try:
+            directories.add(os.readlink(f"/proc/{pid}/cwd"))
+        except OSError:
+            pass
     for pid in victims:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+    for directory in directories:
+        if directory.startswith("/tmp/npulaunch-agent."):
+            shutil.rmtree(directory, ignore_errors=True)
     return len(victims)
 
 
