@@ -72,14 +72,14 @@ def nothing_left(hosts, marker: str) -> bool:
     return not marked_pids(marker) and not any(on_host(hosts, h.name) for h in hosts.hosts)
 
 
-def write_job(tmp_path: Path, hosts, marker: str, action: str, spare: bool = False) -> Path:
+def write_job(tmp_path: Path, hosts, marker: str, action: str, spare: bool = False, head: str = "") -> Path:
     """h1 and h2 with 2 ranks each over mpirun (h3 held back with ``spare``); ssh options through mpirun's
     own rsh agent, the test subnet alone for Open MPI's own connections."""
     config, mpirun = tmp_path / "job.yaml", tmp_path / "mpirun"
     mpirun.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path / "mpiruns"}\nexec {shutil.which("mpirun")} "$@"\n')
     mpirun.chmod(0o755)  # Open MPI's mpirun, each start written down
     spares = "spares:\n  - {host: h3, devices: 2}\n" if spare else ""
-    config.write_text(f"""job:
+    config.write_text(f"""{head}job:
   command: [{sys.executable}, {RANKS / "rank.py"}, "*={action}"]
   log_dir: {tmp_path / "logs"}
   grace_period_s: 1
@@ -126,6 +126,22 @@ def test_a_job_over_mpirun_gets_each_rank_its_environment_and_no_mpi_variable(
         leaked = sorted(name for name in env if name.startswith(("OMPI_", "PMIX_", "PMI_", "HFI_", "IPATH_")))
         assert not leaked, f"rank {rank} on {host} got Open MPI's variables: {leaked}"
     assert wait_until(lambda: nothing_left(mpi_hosts, marker), 15), (marked_pids(marker), on_host(mpi_hosts, "h1"))
+
+
+def test_hosts_known_only_to_ssh_config_get_their_addresses_from_the_connection(
+    mpi_hosts, tmp_path: Path, marker: str
+) -> None:
+    """h1 and h2 resolve nowhere on this machine (only the rsh agent's ssh_config names them): a PyTorch job's
+    ranks meet at h1's address and each host's HCCL_IF_IP is its own, from SSH_CONNECTION on each host."""
+    config = write_job(tmp_path, mpi_hosts, marker, "env", head="framework: pytorch\n")
+    result = run_cli("run", str(config), "--job-id", "torch", "--no-live", env={"NPLTEST_MARKER": marker}, timeout=90)
+    assert result.returncode == 0, result.stdout + result.stderr
+    address = {host.name: host.address for host in mpi_hosts.hosts}
+    for rank, host in enumerate(["h1", "h1", "h2", "h2"]):
+        text = (tmp_path / "logs" / "torch" / "hosts" / host / f"rank-{rank}" / "stdout.log").read_text()
+        env = json.loads(next(line for line in text.splitlines() if line.startswith("{")))
+        assert (env["MASTER_ADDR"], env["HCCL_IF_IP"], env["RANK"]) == (address["h1"], address[host], str(rank))
+    assert wait_until(lambda: nothing_left(mpi_hosts, marker), 15), marked_pids(marker)
 
 
 def test_a_host_lost_under_mpirun_is_replaced_by_the_spare_host(mpi_hosts, tmp_path: Path, marker: str) -> None:

@@ -95,12 +95,14 @@ Connect = Callable[[str], Link]  # a host's name -> its Link; raises BackendErro
 
 class LineReader:
     """An agent's output as it arrives in chunks: each whole JSON line decoded and handed on; its
-    ``shipped`` line (where the agent's directory is) kept apart."""
+    ``shipped`` line (where the agent's directory is) and a transport's ``reached`` line (the host's
+    SSH_CONNECTION, as a shell there saw it: fleet/mpirun.py) kept apart."""
 
     def __init__(self, put: Callable[[FromAgent], None]) -> None:
         self._put = put
         self._buffer = b""
         self.remote_dir = ""
+        self.connection = ""
 
     def feed(self, data: bytes) -> None:
         *lines, self._buffer = (self._buffer + data).split(b"\n")
@@ -113,6 +115,9 @@ class LineReader:
                 continue
             if message.get("type") == "shipped":
                 self.remote_dir = message["dir"]
+                continue
+            if message.get("type") == "reached":
+                self.connection = str(message.get("ssh") or "")
                 continue
             decoded = from_agent(message)
             if decoded is not None:

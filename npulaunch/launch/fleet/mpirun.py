@@ -65,6 +65,7 @@ class MpirunChannel:
     def __init__(self, host: str, messages: Messages, wake_fd: Optional[int]) -> None:
         self.host = host
         self.remote_dir = ""
+        self.connection = ""  # the host's SSH_CONNECTION, when mpirun's rsh agent is ssh
         self._messages, self._wake_fd = messages, wake_fd
         self._process: Optional["subprocess.Popen[bytes]"] = None
         self._lock = threading.Lock()
@@ -115,6 +116,7 @@ class MpirunChannel:
         for data in _output(process, process.stdout.fileno()):
             lines.feed(data)
             self.remote_dir = lines.remote_dir or self.remote_dir
+            self.connection = lines.connection or self.connection
         status = process.wait()
         _STARTED.discard(process)
         self._errors_read.wait(OUTPUT_AFTER_EXIT_S)
@@ -255,11 +257,23 @@ class MpirunLink:
         return channel
 
     def address(self) -> Optional[str]:
-        """The host's address as this machine's name service gives it (mpirun's rsh agent keeps its own)."""
-        return self._address
+        """The host's address as mpirun's ssh reached it (its SSH_CONNECTION), else as this machine's name
+        service gives it."""
+        reached = self._reached()
+        return reached[2] if reached else self._address
 
     def own_address(self) -> Optional[str]:
-        return self._own
+        """This machine's address toward the host, as ssh's connection there had it, else by the route to the
+        host's address."""
+        reached = self._reached()
+        return reached[0] if reached else self._own
+
+    def _reached(self) -> Optional[List[str]]:
+        for channel in reversed(self._channels):
+            fields = channel.connection.split()
+            if len(fields) == 4:  # CLIENT_IP CLIENT_PORT SERVER_IP SERVER_PORT
+                return fields
+        return None
 
     def close(self) -> None:
         """The job is over: every mpirun started for this host ends."""

@@ -71,13 +71,19 @@ def unset_agent_variables() -> str:
     return f'for v in $(env | sed -n {found}); do unset "$v"; done; unset {" ".join(AGENT_VARIABLES)}'
 
 
+# The host's SSH_CONNECTION ("CLIENT_IP CLIENT_PORT SERVER_IP SERVER_PORT", ssh(1)) when mpirun's rsh agent is
+# ssh, as a JSON line ahead of the agent's: the host's address and this machine's toward it, as ssh reached it
+# (a name only the rsh agent's ssh_config knows resolves nowhere else). Addresses and ports: no quoting needed.
+REACHED = 'printf \'{"type": "reached", "ssh": "%s"}\\n\' "$SSH_CONNECTION"'
+
+
 def agent_argv(mpirun: str, host: str, options: Sequence[str], command: str) -> List[str]:
     """The mpirun that runs the shell ``command`` on ``host`` alone: one process there (``--host HOST:1 -np 1``),
     mpirun's stdin forwarded to it (``--stdin 0``, rank 0: mpirun(1), "Standard I/O"), bound to no CPU (Open MPI
     binds to a core by default, mpirun(1) ``--bind-to``, and the ranks would inherit that one core: they bind
     their own, job.cpu_binding), without Open MPI's help banners (``-q``: stderr keeps the rsh agent's own
-    words), the YAML's ``options`` (mpi.mpirun_options) next; in the shell, Open MPI's variables are unset
-    before ``command`` runs (unset_agent_variables)."""
+    words), the YAML's ``options`` (mpi.mpirun_options) next; in the shell, the REACHED line is written and
+    Open MPI's variables are unset before ``command`` runs (unset_agent_variables)."""
     return [
         mpirun,
         "--host",
@@ -92,5 +98,5 @@ def agent_argv(mpirun: str, host: str, options: Sequence[str], command: str) -> 
         *options,
         "/bin/sh",
         "-c",
-        f"{unset_agent_variables()}; {command}",
+        f"{REACHED}; {unset_agent_variables()}; {command}",
     ]
