@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import List
 
 import pytest
-from helpers import RANKS, ROOT, marked_pids, require, run_cli, wait_until
+from helpers import RANKS, ROOT, base_env, marked_pids, npulaunch_argv, require, run_cli, wait_until
 
 FINAL = 200  # 10 s of steps: the host is lost (5 s to notice) long before the job could end
 
@@ -142,6 +142,32 @@ def test_hosts_known_only_to_ssh_config_get_their_addresses_from_the_connection(
         env = json.loads(next(line for line in text.splitlines() if line.startswith("{")))
         assert (env["MASTER_ADDR"], env["HCCL_IF_IP"], env["RANK"]) == (address["h1"], address[host], str(rank))
     assert wait_until(lambda: nothing_left(mpi_hosts, marker), 15), marked_pids(marker)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_launcher_stopped_or_killed_leaves_nothing_on_any_host(
+    mpi_hosts, tmp_path: Path, marker: str, signum: int
+) -> None:
+    """SIGTERM: the launcher stops every rank and ends every mpirun. SIGKILL: nothing of the launcher acts, but
+    each mpirun's stdin closes with it, Open MPI forwards the end of it, and each agent stops its ranks."""
+    config = write_job(tmp_path, mpi_hosts, marker, "hang")
+    proc = subprocess.Popen(
+        npulaunch_argv("run", str(config), "--job-id", "sig", "--no-live"),
+        env=base_env({"NPLTEST_MARKER": marker}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    events = tmp_path / "logs" / "sig" / "events.jsonl"
+    started = wait_until(lambda: events.exists() and events.read_text().count('"rank_started"') == 4, 30)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert started, err
+    assert proc.returncode == (128 + signum if signum == signal.SIGTERM else -signum), err
+    assert wait_until(lambda: nothing_left(mpi_hosts, marker), 20), (
+        marked_pids(marker),
+        {h.name: on_host(mpi_hosts, h.name) for h in mpi_hosts.hosts},
+    )
 
 
 def test_a_host_lost_under_mpirun_is_replaced_by_the_spare_host(mpi_hosts, tmp_path: Path, marker: str) -> None:
