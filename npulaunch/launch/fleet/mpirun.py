@@ -10,7 +10,9 @@ that does not end after its agent's stdin closed (its host is gone) gets SIGTERM
 mpirun(1) "Signal Propagation"), then SIGKILL with every process it started here: its rsh agent runs in a
 session of its own, holds mpirun's stdout and stderr, and would wait for the lost host for as long as TCP does.
 Each mpirun has a session of its own too, so a Ctrl-C on the terminal reaches the launcher alone, which stops
-the job through the agents. Nothing here imports Fabric.
+the job through the agents. The agent's code is checked where it arrives (its SHA-256) and the agent started
+again when it came damaged: Open MPI 4.1.4's stdin forwarding was seen to lose part of it on a loaded machine.
+Nothing here imports Fabric.
 """
 
 from __future__ import annotations
