@@ -243,7 +243,14 @@ def _recheck_fleet(fleet: "Fleet", loaded: Loaded) -> Callable[[LaunchPlan], Lis
         asks = probe_asks(config, plan.job_id, HealthSettings(nics=len(config.hosts) > 1))
         answers = fleet.ask_round(asks, PROBE_TIMEOUT_S)
         silent = [
-            Exclusion(host, None, "no answer to the health check of the new placement", None, None, plan.attempt)
+            Exclusion(
+                host,
+                None,
+                f"no answer to the health check of the new placement: {fleet.unanswered.get(host, 'none')}",
+                None,
+                None,
+                plan.attempt,
+            )
             for host, answer in answers.items()
             if answer is None
         ]

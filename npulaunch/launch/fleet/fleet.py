@@ -48,6 +48,7 @@ class Fleet:
         self.warnings: List[str] = []
         self.findings: List[Finding] = []  # the health check's warnings and what it could not check
         self.checked: Dict[str, Any] = {}  # what the health check asked: tool calls, pings
+        self.unanswered: Dict[str, str] = {}  # host -> why its agent gave no answer in the last ask_round
         self.agent_code = agent_zip()
 
     def open(
@@ -112,7 +113,9 @@ class Fleet:
 
     def ask_round(self, asks: Dict[str, Dict[str, Any]], timeout_s: float) -> Dict[str, Optional[Dict[str, Any]]]:
         """One more question to some hosts (the pings), each put to a fresh agent on the open connection,
-        which answers and ends when its channel is closed; host -> its answer, None without one in time."""
+        which answers and ends when its channel is closed; host -> its answer, None without one in time
+        (``unanswered`` says why: the time ran out, or the agent or its channel ended first, with its last
+        error line)."""
         messages: "queue.Queue[Tuple[str, FromAgent]]" = queue.Queue()
         started = self._each(lambda h: self.start_agent(h, messages, Probe(asks[h])), list(asks))
         try:
@@ -121,7 +124,16 @@ class Fleet:
             for channel in started.values():
                 if not isinstance(channel, BackendError):
                     channel.close_channel()
-        return {h: m.facts if isinstance(m, ProbeAnswer) else None for h, m in got.items()}
+        self.unanswered = {h: f"{c}" for h, c in started.items() if isinstance(c, BackendError)}
+        for host, message in got.items():
+            if isinstance(message, Closed):
+                why = (message.stderr or [f"exit status {message.exit_status}"])[-1]
+                self.unanswered[host] = f"its agent ended first ({why})"
+            elif message is None:
+                self.unanswered[host] = f"no answer within {timeout_s:g} s"
+        answers: Dict[str, Optional[Dict[str, Any]]] = {h: None for h in self.unanswered}
+        answers.update({h: m.facts for h, m in got.items() if isinstance(m, ProbeAnswer)})
+        return answers
 
     def _collect(
         self, messages: "queue.Queue[Tuple[str, FromAgent]]", pending: Set[str], timeout_s: float

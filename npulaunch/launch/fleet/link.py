@@ -10,7 +10,8 @@ import json
 import os
 import queue
 import shlex
-from typing import Callable, Optional, Protocol, Tuple
+import threading
+from typing import Callable, Optional, Protocol, Set, Tuple
 
 from npulaunch.host.errors import NpulaunchError
 from npulaunch.host.wire import FromAgent, ToAgent, from_agent
@@ -124,11 +125,39 @@ class LineReader:
                 self._put(decoded)
 
 
+# The write ends of the wake pipes open now. A channel's reader thread may outlive its attempt (a lost host's
+# srun or mpirun ends late) and wake a pipe the attempt has closed; its number may by then be the stdin of the
+# next attempt's agent, whose code a stray byte would damage. So a write end is written only while it is open,
+# and closed under the same lock.
+_OPEN_WAKES: Set[int] = set()
+_WAKES_LOCK = threading.Lock()
+
+
+def open_wake() -> Tuple[int, int]:
+    """A wake pipe (read end, write end), both non-blocking: a select() loop waits on the read end."""
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    with _WAKES_LOCK:
+        _OPEN_WAKES.add(write)
+    return read, write
+
+
+def close_wake(pipe: Tuple[int, int]) -> None:
+    with _WAKES_LOCK:
+        _OPEN_WAKES.discard(pipe[1])
+        os.close(pipe[0])
+        os.close(pipe[1])
+
+
 def wake(fd: Optional[int]) -> None:
-    """Wake a select() loop waiting on the read end of ``fd``'s pipe."""
+    """Wake a select() loop waiting on the read end of ``fd``'s pipe (open_wake's), if it is still open."""
     if fd is None:
         return
-    try:
-        os.write(fd, b"m")
-    except OSError:  # the pipe is full: the loop is awake anyway
-        pass
+    with _WAKES_LOCK:
+        if fd not in _OPEN_WAKES:
+            return
+        try:
+            os.write(fd, b"m")
+        except OSError:  # the pipe is full: the loop is awake anyway
+            pass

@@ -11,7 +11,8 @@ mpirun(1) "Signal Propagation"), then SIGKILL with every process it started here
 session of its own, holds mpirun's stdout and stderr, and would wait for the lost host for as long as TCP does.
 Each mpirun has a session of its own too, so a Ctrl-C on the terminal reaches the launcher alone, which stops
 the job through the agents. The agent's code is checked where it arrives (its SHA-256) and the agent started
-again when it came damaged: Open MPI 4.1.4's stdin forwarding was seen to lose part of it on a loaded machine.
+again when it came damaged. (The damage once seen here was not Open MPI's: a stray wake byte from an earlier
+attempt's channel written into a reused file descriptor, which fleet/link.py's wake pipes now prevent.)
 Nothing here imports Fabric.
 """
 

@@ -22,7 +22,7 @@ from npulaunch.host.records import AgentOutcome, RankResult, RankState
 from npulaunch.host.spec import RankSpec
 from npulaunch.host.wire import Beat, Closed, Command, Done, FromAgent, Output, Start
 from npulaunch.launch.fleet.fleet import Fleet
-from npulaunch.launch.fleet.link import Channel
+from npulaunch.launch.fleet.link import Channel, close_wake, open_wake
 from npulaunch.launch.runner import Item, RankOutput
 from npulaunch.plan.launchplan import LaunchPlan
 
@@ -75,10 +75,8 @@ class FleetRun:
                 Event(EventKind.PREFLIGHT_WARNING, self.plan.job_id, warning.split(":")[0], None, {"warning": warning})
             )
         self._fleet.warnings = []  # reported with the first attempt
-        wake_read, wake_write = os.pipe()
-        os.set_blocking(wake_read, False)
-        os.set_blocking(wake_write, False)
-        self._wake = (wake_read, wake_write)
+        self._wake = open_wake()
+        wake_write = self._wake[1]
         self._stops = stop_signals()
         self._inbox = SignalInbox(self._stops + tuple(getattr(signal, s) for s in self.plan.forward_signals))
         self._start_all(wake_write)
@@ -160,8 +158,7 @@ class FleetRun:
         for copy in self._copies.values():
             copy.close()
         if self._wake is not None:
-            os.close(self._wake[0])
-            os.close(self._wake[1])
+            close_wake(self._wake)
 
     # -- internals ------------------------------------------------------------------------------------
 
