@@ -265,9 +265,27 @@ def discover_device_ips(device_ids: Sequence[int], runner: Runner = run_tool) ->
 
 
 def free_loopback_ports(count: int) -> Tuple[int, ...]:
-    """``count`` distinct TCP ports free on 127.0.0.1 right now (the kernel picks them)."""
+    """``count`` distinct TCP ports free on this host right now, below the kernel's ephemeral range: a rank
+    binds its port seconds later, and a port from that range may meanwhile be taken by any outgoing
+    connection (the ranks' own among them); the kernel's pick (port 0) when too few are free below it."""
+    import random
     import socket
 
+    low = _ephemeral_low()
+    candidates = list(range(max(1024, low - 12000), low))
+    random.shuffle(candidates)
+    found: List[int] = []
+    for port in candidates:
+        if len(found) == count:
+            break
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        found.append(port)
+    if len(found) == count:
+        return tuple(found)
     sockets = []
     try:
         for _ in range(count):
@@ -278,3 +296,12 @@ def free_loopback_ports(count: int) -> Tuple[int, ...]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (ip_local_port_range; Linux's default 32768)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return max(2048, int(f.read().split()[0]))
+    except (OSError, ValueError, IndexError):
+        return 32768
