@@ -101,6 +101,12 @@ def _add_job_flags(parser: argparse.ArgumentParser) -> None:
         help="declare a hang after S seconds without output (monitor.hang_timeout_s; 0 = off)",
     )
     parser.add_argument(
+        "--stragglers",
+        choices=("off", "warn", "exclude"),
+        help="time each rank's steps and name a slow rank (warn, the default), also exclude its NPU after "
+        "monitor.stragglers.exclude_after_s (exclude), or not time them (off) (monitor.stragglers)",
+    )
+    parser.add_argument(
         "--cpu-binding",
         metavar="MODE",
         help="bind each rank to CPUs: none, blocks, auto (near its NPU), or device=CPUs pairs "
@@ -428,6 +434,7 @@ def overrides_from(args: argparse.Namespace, command: Optional[List[str]]) -> "O
         console=ConsoleMode(args.console) if args.console else None,
         rank_table=RankTableMode(args.rank_table) if args.rank_table else None,
         hang_timeout_s=args.hang_timeout,
+        stragglers=getattr(args, "stragglers", None),
         max_restarts=args.max_restarts,
         cpu_binding=args.cpu_binding,
         framework=args.framework,

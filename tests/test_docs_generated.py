@@ -28,6 +28,7 @@ SECTIONS = {
     "SHRINK_KEYS": "recovery.shrink",
     "MONITOR_KEYS": "monitor",
     "PATTERN_KEYS": "monitor.patterns[]",
+    "STRAGGLER_KEYS": "monitor.stragglers",
     "SLURM_KEYS": "slurm",
     "FRAMEWORK_KEYS": "framework",
 }

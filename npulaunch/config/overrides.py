@@ -21,6 +21,7 @@ from npulaunch.config.cluster import (
     StartMode,
     Transport,
 )
+from npulaunch.config.sections import DEFAULT_STRAGGLERS
 from npulaunch.host.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class Overrides:
     console: Optional[ConsoleMode] = None
     rank_table: Optional[RankTableMode] = None
     hang_timeout_s: Optional[float] = None
+    stragglers: Optional[str] = None  # --stragglers: off | warn | exclude (monitor.stragglers' action)
     max_restarts: Optional[int] = None
     cpu_binding: Optional[str] = None  # --cpu-binding: none | blocks | auto | '{"0": "0-23", ...}'
     framework: Optional[str] = None  # --framework
@@ -113,6 +115,10 @@ def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
     monitor = dict(config.monitor)
     if flags.hang_timeout_s is not None:
         monitor["hang_timeout_s"], sources["monitor.hang_timeout_s"] = flags.hang_timeout_s, "cli"
+    if flags.stragglers is not None:
+        given = monitor.get("stragglers", DEFAULT_STRAGGLERS) or DEFAULT_STRAGGLERS
+        monitor["stragglers"] = None if flags.stragglers == "off" else dict(given, action=flags.stragglers)
+        sources["monitor.stragglers"] = "cli"
     framework = _framework(config, flags, sources)
     changed = replace(
         config, job=job, hosts=hosts, rank_table=rank_table, sources=sources, monitor=monitor, framework=framework

@@ -26,7 +26,7 @@ from npulaunch.config.cluster import (
 )
 from npulaunch.config.load import MAX_RESTARTS
 from npulaunch.config.recovery import MAX_LEDGER_WINDOW_H, MAX_RECOVERIES
-from npulaunch.config.sections import DEFAULT_HEALTH_INTERVAL_S, MAX_SUPER_DEVICE_ID
+from npulaunch.config.sections import DEFAULT_HEALTH_INTERVAL_S, DEFAULT_STRAGGLERS, MAX_SUPER_DEVICE_ID
 
 
 class Key(NamedTuple):
@@ -484,6 +484,38 @@ KEYS: Tuple[Key, ...] = (
         "0 to 2592000 seconds; 0 turns the watch off",
         "How often each host's agent asks npu-smi about its NPUs' health (and hccn_tool about their links "
         "in a multi-host job) while the job runs.",
+    ),
+    Key(
+        "monitor.stragglers",
+        "mapping or off",
+        "on: {action: warn, factor: %g, exclude_after_s: %g}"
+        % (DEFAULT_STRAGGLERS["factor"], DEFAULT_STRAGGLERS["exclude_after_s"]),
+        "off, on, or {action, factor, exclude_after_s}",
+        "Straggler detection: each rank's step is timed (busy and waiting for the others) and a rank slower "
+        "than its peers by `factor` is named in the live view, `status`, the report and summary.json. "
+        "off: the ranks are not timed.",
+    ),
+    Key(
+        "monitor.stragglers.action",
+        "string",
+        "warn",
+        "warn or exclude",
+        "warn: name the slow rank. exclude: a rank slow for exclude_after_s is a sub-health fault of its NPU: "
+        "the job stops and resumes from the newest checkpoint without that NPU (recovery's path).",
+    ),
+    Key(
+        "monitor.stragglers.factor",
+        "number",
+        "%g" % DEFAULT_STRAGGLERS["factor"],
+        "1.05 to 100",
+        "How much slower than the median of its peers a rank's own work per step must be to be named (1.2: 20 %).",
+    ),
+    Key(
+        "monitor.stragglers.exclude_after_s",
+        "number",
+        "%g" % DEFAULT_STRAGGLERS["exclude_after_s"],
+        "0 to 2592000 seconds",
+        "With action exclude: how long a rank must stay slow before its NPU is excluded.",
     ),
     Key(
         "monitor.patterns[].name",

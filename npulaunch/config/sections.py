@@ -135,8 +135,13 @@ def parse_session_options(check: Checker, value: Any) -> Dict[str, Any]:
     return options
 
 
-MONITOR_KEYS = ("hang_timeout_s", "startup_timeout_s", "patterns", "progress_regex", "health_interval_s")
+MONITOR_KEYS = ("hang_timeout_s", "startup_timeout_s", "patterns", "progress_regex", "health_interval_s", "stragglers")
 DEFAULT_HEALTH_INTERVAL_S = 30.0  # the live NPU health watch (host/health/watch.py); 0 turns it off
+STRAGGLER_KEYS = ("action", "factor", "exclude_after_s")
+STRAGGLER_ACTIONS = ("warn", "exclude")
+# monitor.stragglers' defaults (diagnose/stragglers.py): a rank 20 % slower than its peers is named, and
+# with action exclude, treated as a sub-health fault of its NPU once it has been slow for 2 minutes
+DEFAULT_STRAGGLERS: Dict[str, Any] = {"action": "warn", "factor": 1.2, "exclude_after_s": 120.0}
 PATTERN_KEYS = ("name", "pattern", "class", "kind", "retryable", "hint", "code")
 
 
@@ -145,6 +150,8 @@ def parse_monitor(check: Checker, value: Any) -> Dict[str, Any]:
     error patterns, each a regular expression that must compile."""
     section = check.mapping(value, ("monitor",), MONITOR_KEYS)
     result: Dict[str, Any] = {"patterns": ()}
+    if "stragglers" in section:
+        result["stragglers"] = parse_stragglers(check, section["stragglers"])
     for key in ("hang_timeout_s", "startup_timeout_s", "health_interval_s"):
         if key in section:
             result[key] = check.number(section[key], ("monitor", key), 0, 30 * 24 * 3600)
@@ -177,6 +184,37 @@ def parse_monitor(check: Checker, value: Any) -> Dict[str, Any]:
         if name is not None and text is not None:
             parsed.append({k: v for k, v in item.items()})
     result["patterns"] = tuple(parsed)
+    return result
+
+
+def parse_stragglers(check: Checker, value: Any) -> Optional[Dict[str, Any]]:
+    """``monitor.stragglers``: off (false), on with the defaults (true), or {action, factor,
+    exclude_after_s}. None: off."""
+    path: YamlPath = ("monitor", "stragglers")
+    if value is False or value == "off":
+        return None
+    if value is True or value == "on":
+        return dict(DEFAULT_STRAGGLERS)
+    if not isinstance(value, dict):
+        check.add(path, describe(value), "off, on, or a mapping with keys " + ", ".join(STRAGGLER_KEYS))
+        return dict(DEFAULT_STRAGGLERS)
+    section = check.mapping(value, path, STRAGGLER_KEYS)
+    result = dict(DEFAULT_STRAGGLERS)
+    if "action" in section:
+        if section["action"] in STRAGGLER_ACTIONS:
+            result["action"] = section["action"]
+        else:
+            check.add(path + ("action",), describe(section["action"]), "warn or exclude")
+    if "factor" in section:
+        factor = check.number(
+            section["factor"], path + ("factor",), 1.05, 100.0, "a number from 1.05 to 100 (1.2: 20 % slower)"
+        )
+        if factor is not None:
+            result["factor"] = factor
+    if "exclude_after_s" in section:
+        after = check.number(section["exclude_after_s"], path + ("exclude_after_s",), 0, 30 * 24 * 3600)
+        if after is not None:
+            result["exclude_after_s"] = after
     return result
 
 

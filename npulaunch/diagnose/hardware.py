@@ -14,6 +14,7 @@ from npulaunch.host.records import RankResult
 
 NPU_FAULT = "npu_fault"  # the failure class of a fault the NPU health watch saw (host/health/watch.py)
 HOST_LOST = "host_lost"  # a host whose agent went away (SSH connection closed, host unreachable)
+SLOW_NPU = "slow_npu"  # a rank slow for monitor.stragglers.exclude_after_s, its NPU excluded (diagnose/stragglers.py)
 
 
 def hardware_cause(
@@ -49,6 +50,27 @@ def hardware_cause(
             else f" came before the first failure the ranks reported (rank {software.rank}, {software.label})"
         )
     others = rank_groups(results, first_findings(events), rank)
+    if chosen.kind is EventKind.RANK_SLOW:
+        from npulaunch.diagnose.stragglers import describe
+
+        line = describe(dict(chosen.data, rank=chosen.rank, host=chosen.host))
+        return RootCause(
+            rank,
+            chosen.host,
+            int(chosen.data["device"]),
+            SLOW_NPU,
+            "",
+            chosen.time,
+            "straggler detection",
+            line,
+            (line,),
+            "the rank was slower than its peers for longer than monitor.stragglers.exclude_after_s; with action "
+            "exclude its NPU is treated as a sub-health fault and the job continues without it (recovery)",
+            False,
+            f"a slow rank ({line} at {clock_text(chosen.time)})",
+            others,
+            code_info={"family": "fault", "known": False, "level": "SubHealthFault"},
+        )
     if chosen.kind is EventKind.AGENT_LOST:
         status = chosen.data.get("exit_status")
         line = f"lost the agent on {chosen.host}" + (f" (exit status {status})" if status is not None else "")
@@ -117,6 +139,8 @@ def _fault_info(code: str, level: str) -> Dict[str, Any]:
 def _is_hardware(event: Event) -> bool:
     if event.kind is EventKind.AGENT_LOST:
         return True
+    if event.kind is EventKind.RANK_SLOW:
+        return event.data.get("state") == "excluded"
     return event.kind is EventKind.NPU_HEALTH and event.data.get("action") == "reschedule"
 
 
@@ -127,6 +151,8 @@ def _struck(event: Event, cause: RootCause) -> bool:
 
 
 def _ranks_of(event: Event, results: Sequence[RankResult]) -> List[int]:
+    if event.kind is EventKind.RANK_SLOW and isinstance(event.rank, int):
+        return [event.rank]
     if event.kind is EventKind.NPU_HEALTH and event.data.get("ranks"):
         return sorted(int(r) for r in event.data["ranks"])
     device = event.data.get("device") if event.kind is EventKind.NPU_HEALTH else None

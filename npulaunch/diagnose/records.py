@@ -23,6 +23,7 @@ KEPT_FOR_REPORT = (
     EventKind.STACKS_DUMPED,
     EventKind.NPU_HEALTH,
     EventKind.AGENT_LOST,
+    EventKind.RANK_SLOW,
 )
 
 

@@ -14,6 +14,7 @@ from npulaunch.diagnose import rootcause
 from npulaunch.diagnose.cause import RootCause
 from npulaunch.diagnose.failure import FailureReport
 from npulaunch.diagnose.hardware import HOST_LOST, NPU_FAULT
+from npulaunch.diagnose.stragglers import stragglers_of
 from npulaunch.diagnose.summary import JobInfo, JobStatus, JobSummary, RankSummary
 from npulaunch.host.cann.shapes import strip_prefix
 from npulaunch.host.errorfile import raised_text, written_at
@@ -92,7 +93,7 @@ def build_report(
         strays_killed=tuple(outcome.strays_killed),
         launcher_cpu_s=_own_cpu_s(),
     )
-    return JobSummary(job, root, tuple(ranks))
+    return JobSummary(job, root, tuple(ranks), stragglers=tuple(stragglers_of(events)))
 
 
 def hosts_of(plan: LaunchPlan) -> Dict[str, List[int]]:

@@ -236,6 +236,9 @@ class JobSummary:
     ranks: Tuple[RankSummary, ...]
     attempts: Optional[Tuple[AttemptRecord, ...]] = None
     crash_loop: Optional[Dict[str, Any]] = None  # why the job stopped as a crash loop (launch/crashloop.py)
+    # the ranks named slower than their peers (diagnose/stragglers.py): rank, host, device, factor, since_step,
+    # since, until, evidence, attempt (in the job's summary), state (slow, recovered, excluded)
+    stragglers: Tuple[Dict[str, Any], ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -289,6 +292,7 @@ class JobSummary:
             data["attempts"] = [attempt.to_json() for attempt in self.attempts]
         if self.crash_loop is not None:
             data["crash_loop"] = dict(self.crash_loop)
+        data["stragglers"] = [dict(record) for record in self.stragglers]
         return data
 
     @classmethod
@@ -304,4 +308,5 @@ class JobSummary:
         if "attempts" in f.data:
             attempts = tuple(AttemptRecord.from_json(a.data, source, a.where) for a in f.objects("attempts"))
         loop = f.opt_object("crash_loop") if "crash_loop" in f.data else None
-        return cls(info, failure, ranks, attempts, None if loop is None else loop.data)
+        stragglers = tuple(s.data for s in f.objects("stragglers")) if "stragglers" in f.data else ()
+        return cls(info, failure, ranks, attempts, None if loop is None else loop.data, stragglers)

@@ -33,6 +33,8 @@ class EventKind(str, Enum):
     PREFLIGHT_WARNING = "preflight_warning"
     PROGRESS = "progress"  # a rank's output so far (lines, step): its first line, then now and then
     NPU_HEALTH = "npu_health"  # a watched NPU's health changed, or could not be asked (host/health/watch.py)
+    RANK_PACE = "rank_pace"  # a host's ranks' steps in the last window, summarised (host/agent/paces.py)
+    RANK_SLOW = "rank_slow"  # the launcher named a rank slower than its peers, or no longer (diagnose/stragglers.py)
     JOB_FINISHED = "job_finished"
 
 

@@ -12,8 +12,11 @@ from typing import List, Optional, Sequence, Tuple
 
 from npulaunch.host.lazyre import lazy_re
 
-# frames outside the user's code: the interpreter's library, installed packages, frozen modules, <string>
-_LIBRARY = lazy_re(r"[/\\](?:site-packages|dist-packages)[/\\]|[/\\]lib[/\\]python\d+(?:\.\d+)?[/\\]|^<")
+# frames outside the user's code: site-packages, the standard library, frozen modules, and npulaunch's own code inside the ranks (its hooks)
+_LIBRARY = lazy_re(
+    r"[/\\](?:site-packages|dist-packages)[/\\]|[/\\]lib[/\\]python\d+(?:\.\d+)?[/\\]|^<"
+    r"|[/\\]npulaunch[/\\]host[/\\](?:pace|configproto|session|inject[/\\]sitecustomize)\.py$"
+)
 # a traceback's frame:   File "/x/train.py", line 41, in step
 TRACEBACK_FRAME = lazy_re(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<func>.*)$')
 # faulthandler's:        File "/x/train.py", line 41 in step

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from npulaunch.diagnose.cause import RootCause
-from npulaunch.diagnose.hardware import HOST_LOST, NPU_FAULT
+from npulaunch.diagnose.hardware import HOST_LOST, NPU_FAULT, SLOW_NPU
 from npulaunch.host.cann.knowledge import DEVICE_FAULT_CLASSES
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.health import judge
@@ -32,7 +32,7 @@ def is_hardware(cause: Optional[RootCause]) -> bool:
     SubHealthFault: host/health/judge.py)."""
     if cause is None:
         return False
-    if cause.cls in (NPU_FAULT, HOST_LOST):
+    if cause.cls in (NPU_FAULT, HOST_LOST, SLOW_NPU):
         return True
     level = (cause.code_info or {}).get("level")
     return cause.cls in DEVICE_FAULT_CLASSES and (not level or judge.ACTIONS.get(level) != judge.REPORT)
@@ -66,6 +66,10 @@ def exclusions_after(cause: Optional[RootCause], events: Sequence[Event], attemp
                     event.host, None, "host lost" + (f" (exit status {status})" if status else ""), None, None, attempt
                 )
             )
+        elif event.kind is EventKind.RANK_SLOW and event.data.get("state") == "excluded":
+            data = event.data
+            what = f"rank {event.rank} {data['factor']:.1f}x slower than its peers since step {data['since_step']}"
+            add(Exclusion(event.host, int(data["device"]), f"{what} (SubHealthFault)", None, "SubHealthFault", attempt))
         elif event.kind is EventKind.NPU_HEALTH and event.data.get("action") in ("reschedule", "pre_separate"):
             codes = [str(c) for c in event.data.get("codes") or ()]
             if codes and all(c in software for c in codes):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Callable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from npulaunch.diagnose.summary import AttemptRecord, JobSummary
 from npulaunch.host.errors import PlanError
@@ -59,6 +59,7 @@ def run_with_restarts(
     base_env = dict(os.environ if inherited is None else inherited)
     earlier_runs = requeue.earlier if requeue else ()
     attempts: List[AttemptRecord] = list(earlier_runs)
+    stragglers: List[Dict[str, Any]] = []  # every attempt's, each with its attempt number
     excluded = list(excluded)
     restarts, recoveries = 0, requeue.recoveries_before if requeue else 0
     # every attempt's checkpoint directories, where a newer checkpoint may be
@@ -80,6 +81,7 @@ def run_with_restarts(
             runner = make_runner(planned) if make_runner is not None else LocalRunner(planned.this_host_plan, base_env)
             supervisor = Supervisor(planned, console, runner, base_env, first=attempt == len(earlier_runs) + 1)
             summary = supervisor.run(report=False)
+            stragglers.extend(dict(record, attempt=attempt) for record in summary.stragglers)
         except PlanError as exc:
             if attempt == 1:
                 raise
@@ -146,7 +148,7 @@ def run_with_restarts(
             break
         attempt += 1
     attempts = _with_steps_lost(attempts)
-    summary = summary.with_attempts(attempts)
+    summary = replace(summary.with_attempts(attempts), stragglers=tuple(stragglers))
     if not stopped:  # the last attempt's report, with every attempt (shown already when recovery said why not)
         supervisor.report(summary)
     try:

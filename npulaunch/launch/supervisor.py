@@ -16,6 +16,7 @@ from typing import IO, Any, Dict, List, Mapping, Optional, Set, Tuple
 from npulaunch.diagnose.cause import ranks_word
 from npulaunch.diagnose.records import KEPT_FOR_REPORT
 from npulaunch.diagnose.report import build_report, describe_exit, python_exception
+from npulaunch.diagnose.stragglers import StragglerDetector, describe
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S
 from npulaunch.host.errors import PlanError
@@ -66,6 +67,11 @@ class Supervisor:
         self._hang_seen = False
         self.record_error: Optional[str] = None  # the first failure to write the job record
         self._events_failed = False
+        self._stragglers: Optional[StragglerDetector] = None  # monitor.stragglers (diagnose/stragglers.py)
+        if plan.stragglers:
+            devices = {spec.rank: (spec.host, plan.rank_device(spec)[0]) for spec in plan.ranks}
+            self._stragglers = StragglerDetector(devices, float(plan.stragglers["factor"]))
+        self._excluding = False  # a slow rank's NPU is being excluded (action exclude): the job is stopping
 
     def run(self, report: bool = True) -> JobSummary:
         """Run the attempt until every rank has ended; returns its summary (shown unless ``report`` is
@@ -199,6 +205,41 @@ class Supervisor:
             what = {"pre_separate": "no new work is placed there", "report": "nothing to do"}.get(str(action), "")
             self.console.message(f"health watch: {where}: {seen} ({level}): {what}")
 
+    def _on_pace(self, event: Event) -> None:
+        """A host's ranks' pace: the detector compares them with their peers; a rank named (or no longer)
+        is a RANK_SLOW event; with action exclude, a rank slow long enough stops the job for recovery."""
+        if self._stragglers is None:
+            return
+        now = time.time()  # the launcher's clock: every host's windows are compared on one
+        for change in self._stragglers.feed(event.host, event.data, now):
+            self._on_event(Event(EventKind.RANK_SLOW, self.plan.job_id, change["host"], change["rank"], change))
+        settings = self.plan.stragglers or {}
+        if settings.get("action") != "exclude" or self._excluding:
+            return
+        for record, slow_s in self._stragglers.slow_for(now):
+            if slow_s >= float(settings["exclude_after_s"]):
+                self._excluding = True
+                excluded = dict(record, state="excluded", slow_s=round(slow_s, 1))
+                self._on_event(Event(EventKind.RANK_SLOW, self.plan.job_id, record["host"], record["rank"], excluded))
+                break
+
+    def _on_slow(self, event: Event) -> None:
+        data = event.data
+        if data["state"] == "slow":
+            self.console.message(f"slow rank: {describe(data)}")
+        elif data["state"] == "recovered":
+            self.console.message(
+                f"rank {data['rank']} keeps pace again "
+                f"(it was {data['factor']:.1f}× slower since step {data['since_step']})"
+            )
+        else:
+            self.console.message(
+                f"rank {data['rank']} has been slow for {data['slow_s']:g} s (monitor.stragglers.exclude_after_s "
+                f"{float((self.plan.stragglers or {}).get('exclude_after_s', 0)):g}): NPU {data['device']} of "
+                f"{data['host']} is excluded as a sub-health fault; stopping the job"
+            )
+            self.runner.stop(f"rank {data['rank']} slow")
+
     def _on_hang(self, data: Mapping[str, Any]) -> None:
         """A hang: every process's stack and process-table state first (the silent ranks are not the only
         evidence: the ones waiting in a collective say who they wait for), then the stop, once every host
@@ -269,6 +310,12 @@ class Supervisor:
             return
         if kind is EventKind.NPU_HEALTH:
             self._on_health(event)
+            return
+        if kind is EventKind.RANK_PACE:
+            self._on_pace(event)
+            return
+        if kind is EventKind.RANK_SLOW:
+            self._on_slow(event)
             return
         if kind is EventKind.SIGNATURE_MATCHED:
             line = data["line"]

@@ -17,7 +17,7 @@ from npulaunch.config.cluster import (
     RankTableMode,
     validate_job_id,
 )
-from npulaunch.config.sections import DEFAULT_HEALTH_INTERVAL_S
+from npulaunch.config.sections import DEFAULT_HEALTH_INTERVAL_S, DEFAULT_STRAGGLERS
 from npulaunch.host.errors import ConfigError, ConfigProblem
 from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, RankSpec
 from npulaunch.host.topology import BindingError, HostCpus, plan_cpus, read_host_cpus
@@ -106,7 +106,7 @@ def build_plan(
     cpus_by_host = _bind_cpus(config, host_devices, discovery, host_cpus or read_host_cpus, notes)
     texts = [*config.job.command, config.job.workdir, *config.job.make_dirs, *(v for v in config.env.values() if v)]
     templated = any("{" in text for text in texts)
-    auto = config.session_injection is Injection.AUTO
+    hooks = rank_hooks(config)
     meeting = None
     if framework.meets(config):
         from npulaunch.plan.frameworks.meeting import decide_meeting
@@ -123,7 +123,8 @@ def build_plan(
         templated,
         shared_options(config),
         cpu_request=config.job.cpu_binding.to_dict(),
-        prepend=({"PYTHONPATH": INJECTION_TOKEN} if auto else {}, {"PYTHONPATH": INJECT_DIR} if auto else {}),
+        prepend=({"PYTHONPATH": INJECTION_TOKEN} if hooks else {}, {"PYTHONPATH": INJECT_DIR} if hooks else {}),
+        hooks=hooks,
         framework=framework,
         meeting=meeting,
         node_count=config.framework.nnodes or len(config.hosts),
@@ -186,6 +187,7 @@ def build_plan(
         rank_table_version=table_version,
         rank_table_reason=table_reason,
         health_interval_s=_health_interval(config),
+        stragglers=stragglers_of(config),
         recovery=_recovery_facts(config, arrangement, exclusions),
         helpers=tuple(helpers),
         framework=config.framework.name.value,
@@ -208,6 +210,19 @@ def _framework_notes(config: ClusterConfig, meeting: Optional[Meeting], helpers:
             f"its output is in {helper.rank_dir}"
         )
     return notes
+
+
+def stragglers_of(config: ClusterConfig) -> Optional[Dict[str, Any]]:
+    """monitor.stragglers: on (warn) unless the YAML turns it off."""
+    given = config.monitor.get("stragglers", DEFAULT_STRAGGLERS)
+    return None if given is None else dict(given)
+
+
+def rank_hooks(config: ClusterConfig) -> Tuple[str, ...]:
+    """What the ranks' injection hook installs (host/inject/sitecustomize.py): the session options'
+    merge (session_injection: auto) and the pace of each step (monitor.stragglers)."""
+    wanted = (("session", config.session_injection is Injection.AUTO), ("pace", stragglers_of(config) is not None))
+    return tuple(name for name, on in wanted if on)
 
 
 def _health_interval(config: ClusterConfig) -> float:
@@ -282,6 +297,14 @@ def _session_notes(
         notes.append(
             f"session_injection: auto: ranks start with {INJECT_DIR} first on PYTHONPATH; its "
             "sitecustomize merges the options into every TensorFlow session"
+        )
+    stragglers = stragglers_of(config)
+    if stragglers is not None:
+        notes.append(
+            f"monitor.stragglers ({stragglers['action']}): ranks start with {INJECT_DIR} first on "
+            "PYTHONPATH; its sitecustomize times each step (torch DDP, TensorFlow's MonitoredSession, MindSpore's "
+            "Model.train; any loop that calls npulaunch.session.step()), and the launcher names a rank slower than "
+            "its peers (off: monitor.stragglers: off)"
         )
     if "session_device_id" in config.session_options:
         device = config.session_options["session_device_id"]

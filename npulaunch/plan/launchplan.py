@@ -104,6 +104,7 @@ class LaunchPlan:
     rank_table_version: str = ""  # "1.0" or "1.2" ("" without a table)
     rank_table_reason: str = ""  # why that version, or why no table
     health_interval_s: float = 0.0  # the live NPU health watch's period on every host (0 = off)
+    stragglers: Optional[Dict[str, Any]] = None  # monitor.stragglers: {action, factor, exclude_after_s}; None = off
     # recovery: its settings, the spares left, what was excluded and what moved (plan/build.py)
     recovery: Dict[str, Any] = field(default_factory=dict)
     # the framework's extra processes, not ranks (MindSpore's scheduler: host/spec.py HELPER_RANK)

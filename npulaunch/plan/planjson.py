@@ -97,6 +97,7 @@ def plan_to_dict(
         "rank_table_version": plan.rank_table_version or None,
         "rank_table_reason": plan.rank_table_reason,
         "health_interval_s": plan.health_interval_s,
+        "stragglers": plan.stragglers,
         "recovery": plan.recovery,
         "framework": plan.framework,
         "meeting": None if plan.meeting is None else {"address": plan.meeting[0], "port": plan.meeting[1]},

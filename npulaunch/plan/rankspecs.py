@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npulaunch.config.cluster import ClusterConfig
+from npulaunch.host.pace import HOOKS_VAR
 from npulaunch.host.spec import RankEnv, RankSpec
 from npulaunch.plan.frameworks import Contract
 from npulaunch.plan.layout import JobLayout
@@ -42,6 +43,7 @@ class RankJob:
     host_envs: Dict[int, Tuple[Dict[str, str], Tuple[str, ...], Dict[str, str]]] = field(default_factory=dict)
     cpu_request: Optional[Dict[str, Any]] = None  # job.cpu_binding, for the hosts that decide it themselves
     prepend: Tuple[Dict[str, str], Dict[str, str]] = ({}, {})  # RankSpec.env_prepend of a remote, a local rank
+    hooks: Tuple[str, ...] = ()  # what the injection hook installs in the ranks (NPULAUNCH_HOOKS)
     framework: Optional[Contract] = None  # plan/frameworks/: the rank contract (None: tensorflow)
     contexts: Dict[int, HostContext] = field(default_factory=dict)  # node rank -> its HostContext, when shared
     meeting: Optional[Meeting] = None  # pytorch, msrun: where the processes meet
@@ -254,6 +256,8 @@ def _host_env(
     env[PRECEDENCE_VAR] = job.config.session_precedence.value
     env[ATTEMPT_VAR] = str(max(job.layout.attempt, 1))
     env[RESTART_COUNT_VAR] = str(max(job.layout.attempt, 1) - 1)
+    if job.hooks:
+        env[HOOKS_VAR] = ",".join(job.hooks)
     return env, unset, sources
 
 

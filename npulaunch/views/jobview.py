@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from npulaunch.diagnose.jsonfields import SummaryError
 from npulaunch.diagnose.liveness import launcher_state
 from npulaunch.diagnose.records import load_events
+from npulaunch.diagnose.stragglers import describe as describe_straggler
 from npulaunch.diagnose.summary import AttemptRecord, JobSummary
 from npulaunch.host.errors import UsageError
 from npulaunch.host.events import Event, EventKind, signature_label
@@ -130,6 +131,20 @@ def _status_row(rows: Dict[int, Dict[str, Any]], event: Event) -> None:
         rows[rank]["exit"] = data.get("signal") or data.get("exit_code")
     elif event.kind is EventKind.SIGNATURE_MATCHED and rank in rows:
         rows[rank].setdefault("signatures", []).append(signature_label(data))
+    elif event.kind is EventKind.RANK_SLOW and rank in rows:
+        if data["state"] == "recovered":
+            rows[rank].pop("slow", None)
+        else:  # slow, excluded: diagnose/stragglers.py's record
+            rows[rank]["slow"] = {k: data.get(k) for k in ("factor", "since_step", "since", "state")}
+
+
+def slow_now(events: List[Event]) -> List[Dict[str, Any]]:
+    """The stragglers named and not released, as their last RANK_SLOW event says."""
+    last: Dict[int, Dict[str, Any]] = {}
+    for event in events:
+        if event.kind is EventKind.RANK_SLOW and isinstance(event.rank, int):
+            last[event.rank] = dict(event.data, rank=event.rank, host=event.host)
+    return [data for _, data in sorted(last.items()) if data.get("state") != "recovered"]
 
 
 def _text(value: Any) -> Optional[str]:
@@ -205,6 +220,7 @@ def status_text(job_dir: str, width: Optional[int] = None) -> str:
     rows = status_rows(events, time.time() if end is None else end, ended=end is not None)
     lines = head + [f"damaged: {d}" for d in damage]
     lines += status_table(rows, width or terminal_width())
+    lines += [f"slow: {describe_straggler(record)}" for record in slow_now(events)]
     lines += _earlier_attempts(layout)
     return "\n".join(lines) + "\n"
 
@@ -239,6 +255,8 @@ def status_table(rows: List[Dict[str, Any]], width: int) -> List[str]:
         state = row["state"] + (f" ({row['exit']})" if row.get("exit") not in (None, 0) else "")
         if row.get("signatures"):
             state += " " + ",".join(row["signatures"])
+        if row.get("slow"):
+            state += f" SLOW {float(row['slow']['factor']):.1f}×"
         helper = row["rank"] == HELPER_RANK  # a framework's scheduler: no rank, no NPU
         device = row.get("device_id")
         cells.append(

@@ -139,6 +139,10 @@ class LiveConsole(Console):
             )
         elif row is not None and event.kind is EventKind.SIGNATURE_MATCHED:
             row.state += f" {signature_label(event.data)}"
+        elif row is not None and event.kind is EventKind.RANK_SLOW:
+            row.state = row.state.split(" SLOW ")[0]
+            if event.data["state"] != "recovered":
+                row.state += f" SLOW {event.data['factor']:.1f}×"
         self._refresh(time.monotonic())
 
     def message(self, text: str) -> None:

@@ -9,6 +9,7 @@ from typing import List, Sequence
 
 from npulaunch.diagnose.cause import RootCause, rank_ranges, ranks_word
 from npulaunch.diagnose.failure import FailureReport
+from npulaunch.diagnose.stragglers import describe
 from npulaunch.diagnose.summary import AttemptRecord, JobStatus, JobSummary
 from npulaunch.host.errorfile import raised_text
 from npulaunch.host.records import RankState
@@ -37,11 +38,29 @@ def render_report(summary: JobSummary) -> str:
         lines.append(f"  killed {len(job.strays_killed)} leftover process(es) of the job")
     if summary.crash_loop:
         lines.append(f"  stopped as {summary.crash_loop.get('why')}: exit code {job.exit_code} (do not requeue)")
+    lines.extend(straggler_lines(summary))
     if summary.attempts and len(summary.attempts) > 1:
         lines.append("  attempts:")
         lines.extend("    " + line for line in attempt_lines(summary.attempts))
     lines.append(f"  job directory: {job.job_dir}")
     return "\n".join(lines) + "\n"
+
+
+def straggler_lines(summary: JobSummary) -> List[str]:
+    """The ranks named slower than their peers (diagnose/stragglers.py), and for how long."""
+    lines = []
+    for record in summary.stragglers:
+        attempt = f"attempt {record['attempt']}: " if record.get("attempt") and len(summary.attempts or ()) > 1 else ""
+        until = record.get("until")
+        span = (
+            f" (for {until - record['since']:.0f} s)"
+            if isinstance(until, (int, float))
+            else " (to the end)"
+            if record.get("state") == "slow"
+            else ""
+        )
+        lines.append(f"  slow rank: {attempt}{describe(record)}{span}")
+    return lines
 
 
 def attempt_lines(attempts: Sequence[AttemptRecord]) -> List[str]:

@@ -9,7 +9,7 @@ import importlib.util
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 import pytest
 from helpers import RANKS, marked_pids, py_spy_denied, require, run_cli
@@ -27,11 +27,19 @@ def line_of(marker: str) -> int:
     return next(i for i, text in enumerate(SCRIPT.read_text().splitlines(), 1) if text.rstrip().endswith("# " + marker))
 
 
-def run_job(tmp_path: Path, marker: str, mode: str, who: int, env: Dict[str, str] = {}) -> Dict[str, Any]:  # noqa: B006
+def run_job(
+    tmp_path: Path,
+    marker: str,
+    mode: str,
+    who: int,
+    env: Dict[str, str] = {},  # noqa: B006
+    flags: Sequence[str] = (),
+) -> Dict[str, Any]:
     """``npulaunch run`` of 4 torch ranks of torch_hang.py; the job's failure.json, events and stderr."""
     log_dir = tmp_path / "logs"
     result = run_cli(
         "run",
+        *flags,
         "--nproc-per-node",
         "4",
         "--hang-timeout",
@@ -89,9 +97,9 @@ def test_in_a_ddp_loop_the_others_wait_in_backward_and_the_stalled_rank_is_named
 
 
 def test_without_a_stack_the_process_table_names_the_odd_rank_out(tmp_path: Path, marker: str) -> None:
-    # py-spy cannot attach and torch ranks register no signal: the main threads' kernel waits decide (the stuck
-    # rank sleeps on a timer, the three in the all-reduce wait on a lock)
-    job = run_job(tmp_path, marker, "stall", 3, env=py_spy_denied(tmp_path))
+    # py-spy cannot attach and the ranks register no signal (no injection hook: stragglers off): the main threads'
+    # kernel waits decide (the stuck rank sleeps on a timer, the three in the all-reduce wait on a lock)
+    job = run_job(tmp_path, marker, "stall", 3, env=py_spy_denied(tmp_path), flags=("--stragglers", "off"))
     failure = job["failure"]
     assert failure["rank"] == 3, failure
     assert "the process table" in failure["why"] and "no Python stack could be taken" in failure["why"]

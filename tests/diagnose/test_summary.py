@@ -76,7 +76,7 @@ FAILED = JobSummary(
 
 def test_failed_summary_to_json_has_the_files_keys_in_order() -> None:
     data = FAILED.to_json()
-    assert list(data) == ["job", "root_cause", "ranks"]  # no attempts: an attempt's own summary
+    assert list(data) == ["job", "root_cause", "ranks", "stragglers"]  # no attempts: an attempt's own summary
     assert list(data["job"]) == [
         "job_id",
         "name",

@@ -20,7 +20,7 @@ from helpers import PACKAGE, ROOT, imports_of, module_name, package_sources, pyt
 HOST = PACKAGE / "host"
 HOST_SOURCES = package_sources(HOST)
 INJECT_HOOK = HOST / "inject" / "sitecustomize.py"  # run by path at a rank's start-up, not imported
-LAZY_ONLY = ("tensorflow", "npu_bridge")  # the rank-side helper imports these inside functions
+LAZY_ONLY = ("tensorflow", "npu_bridge", "torch", "mindspore")  # the rank-side helpers import these inside functions
 PY37 = "python3.7 (pyenv 3.7 on these machines)"
 
 # Imports one module with nothing but the standard library and the repository root on sys.path, and

@@ -43,8 +43,23 @@ def test_the_users_own_sitecustomize_still_runs(tmp_path: Path) -> None:
 
 def test_injection_off_leaves_pythonpath_alone(tmp_path: Path) -> None:
     code = "import sys; print('sitecustomize' in sys.modules and 'npulaunch' in sys.modules['sitecustomize'].__file__)"
-    path = write_job(tmp_path, code)
+    path = write_job(tmp_path, code, "monitor: {stragglers: off}\n")
     path.write_text(path.read_text().replace("session_injection: on", "session_injection: off"))
     result = run_cli("run", str(path), "--job-id", "j")
     assert result.returncode == 0, result.stderr
     assert "[r0 d0] False" in result.stdout
+
+
+def test_with_only_the_pace_hook_tensorflow_sessions_are_left_alone(tmp_path: Path) -> None:
+    # straggler detection (on by default) puts the hook on PYTHONPATH; session injection off installs no session patch
+    code = (
+        "import os, sys; site = sys.modules['sitecustomize']; "
+        "print('npulaunch' in site.__file__, sorted(site._TARGETS), os.environ['NPULAUNCH_HOOKS'])"
+    )
+    path = write_job(tmp_path, code)
+    path.write_text(path.read_text().replace("session_injection: on", "session_injection: off"))
+    result = run_cli("run", str(path), "--job-id", "j")
+    assert result.returncode == 0, result.stderr
+    assert "tensorflow.python.client.session" not in result.stdout
+    assert "'torch.nn.parallel.distributed'" in result.stdout and "True" in result.stdout and " pace" in result.stdout
+    assert "session_injection is on" not in result.stderr

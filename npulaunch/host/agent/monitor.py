@@ -12,6 +12,7 @@ import re
 import time
 from typing import Callable, Dict, Hashable, Optional, Set, Tuple, cast
 
+from npulaunch.host.agent.paces import Paces
 from npulaunch.host.cann.findings import Finding
 from npulaunch.host.cann.prefilter import SIGNATURES, user_signatures
 from npulaunch.host.cann.scan import Scanner
@@ -53,6 +54,7 @@ class Monitor:
         self._sample_every = SAMPLE_EVERY_S * max(1, world_size // 64)
         self._heartbeats = {spec.rank: os.path.join(spec.rank_dir, HEARTBEAT_FILE) for spec in plan.ranks}
         self._beats: Dict[int, float] = {}
+        self.paces = Paces(plan, emit, clock)
 
     # -- fed by the agent ----------------------------------------------------------------------
 
@@ -126,6 +128,7 @@ class Monitor:
                 next_check_in(self.progress, self._clock(), self._limits),
                 max(0.0, self._next_scan - self._clock()),
                 self._scanner.due_s(),
+                self.paces.due_s(),
             )
             if w is not None
         ]
@@ -141,6 +144,7 @@ class Monitor:
         for key, finding in self._scanner.flush_quiet():
             self._report(key, finding)
         self._read_heartbeats()
+        self.paces.poll()
         if not self.hung:
             hangs = find_hangs(self.progress, now, self._limits)
             if hangs:
@@ -148,6 +152,7 @@ class Monitor:
                 self._emit(EventKind.HANG_DETECTED, None, **describe(hangs, len(self.progress)))
 
     def close(self) -> None:
+        self.paces.close()
         self._scan_plogs()
         for path, (rank, tail) in sorted(self._plog_tails.items()):
             for block in tail.drain():

@@ -1,16 +1,22 @@
-"""Zero-code session injection (``session_injection: auto``). npulaunch puts this directory first
-on the ranks' PYTHONPATH, so Python runs this file at start-up. It does three cheap things:
+"""The ranks' zero-code hooks: session injection (``session_injection: auto``) and the pace of each
+step (``monitor.stragglers``, host/pace.py). npulaunch puts this directory first on the ranks'
+PYTHONPATH, so Python runs this file at start-up; NPULAUNCH_HOOKS says which hooks the rank gets
+("session", "pace"; unset: "session"). It does three cheap things:
 
 1. runs the user's own ``sitecustomize`` if there is one further down sys.path (it would
    otherwise be hidden by this file);
-2. installs an import hook that waits for TensorFlow's session module; nothing else happens
-   unless the script imports TensorFlow;
-3. when that module loads, wraps ``BaseSession.__init__`` so every Session, InteractiveSession and
-   MonitoredTrainingSession (anything built on BaseSession) gets this rank's options merged into
-   a copy of its config (the script's own ConfigProto object is never changed).
+2. installs an import hook that waits for the modules it patches; nothing else happens unless the
+   script imports them;
+3. when one loads, patches it:
+   - session: TensorFlow's ``BaseSession.__init__``, so every Session, InteractiveSession and
+     MonitoredTrainingSession (anything built on BaseSession) gets this rank's options merged into a
+     copy of its config (the script's own ConfigProto object is never changed);
+   - pace: torch's DistributedDataParallel (a communication hook that times each step) and
+     synchronous collectives, TensorFlow's MonitoredSession (a SessionRunHook) and MindSpore's
+     ``Model.train`` (a callback).
 
-At exit it warns when no session was created: the options then reached nothing (for example a
-TF2 eager script). Standard library only, Python 3.7+.
+At exit it warns when session injection is on but no session was created: the options then reached
+nothing (for example a TF2 eager script). Standard library only, Python 3.7+.
 """
 
 import atexit
@@ -21,7 +27,7 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_TARGET = "tensorflow.python.client.session"
+_HOOKS = set(os.environ.get("NPULAUNCH_HOOKS", "session").split(","))
 _state = {"sessions": 0, "tensorflow": False}
 
 
@@ -51,7 +57,15 @@ def _session_helper():
     )
 
 
-def _patch(module):
+def _pace():
+    """npulaunch's pace recorder (host/pace.py), loaded privately: one copy per process, which the
+    package's own module defers to when the script imports it."""
+    return sys.modules.get("_npulaunch_pace") or _load(
+        "_npulaunch_pace", os.path.join(os.path.dirname(_HERE), "pace.py")
+    )
+
+
+def _patch_session(module):
     base = module.BaseSession
     original = base.__init__
     if getattr(original, "_npulaunch", False):
@@ -73,34 +87,55 @@ def _patch(module):
     base.__init__ = __init__
 
 
+def _patches():
+    """module name -> what patches it once it has loaded, for the hooks this rank gets."""
+    found = {}
+    if "session" in _HOOKS:
+        found["tensorflow.python.client.session"] = _patch_session
+    if "pace" in _HOOKS:
+        found["torch.distributed"] = lambda module: _pace().time_collectives(module)
+        found["torch.nn.parallel.distributed"] = lambda module: _pace().time_ddp(module)
+        found["tensorflow.python.training.monitored_session"] = lambda module: _pace().time_monitored_session(module)
+        found["mindspore.train.model"] = lambda module: _pace().time_mindspore_model(module)
+    return found
+
+
+_TARGETS = _patches()
+
+
 class _Loader(importlib.abc.Loader):
-    def __init__(self, loader):
+    def __init__(self, loader, patch):
         self._loader = loader
+        self._patch = patch
 
     def create_module(self, spec):
         return self._loader.create_module(spec)
 
     def exec_module(self, module):
         self._loader.exec_module(module)
-        _patch(module)
+        try:
+            self._patch(module)
+        except Exception as exc:  # a hook must never break the script's import
+            sys.stderr.write("npulaunch: warning: could not hook %s: %s\n" % (module.__name__, exc))
 
 
 class _Finder(object):
-    """Answers only for TensorFlow's session module, by wrapping its real loader."""
+    """Answers only for the modules it patches, by wrapping their real loaders."""
 
     def find_spec(self, name, path=None, target=None):
-        if name != _TARGET:
+        patch = _TARGETS.get(name)
+        if patch is None:
             if name == "tensorflow":
                 _state["tensorflow"] = True
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is not None and spec.loader is not None:
-            spec.loader = _Loader(spec.loader)
+            spec.loader = _Loader(spec.loader, patch)
         return spec
 
 
 def _at_exit():
-    if _state["sessions"] == 0 and os.environ.get("NPULAUNCH_SESSION_OPTIONS", "{}") != "{}":
+    if "session" in _HOOKS and _state["sessions"] == 0 and os.environ.get("NPULAUNCH_SESSION_OPTIONS", "{}") != "{}":
         why = (
             "the script never imported TensorFlow"
             if not _state["tensorflow"]
@@ -112,7 +147,8 @@ def _at_exit():
 
 
 _run_user_sitecustomize()
-sys.meta_path.insert(0, _Finder())
+if _TARGETS:
+    sys.meta_path.insert(0, _Finder())
 atexit.register(_at_exit)
 if os.environ.get("NPULAUNCH_RANK_DIR"):  # let npulaunch ask a hung rank for its Python stacks
     _session_helper().register_stack_dump()
