@@ -33,6 +33,9 @@ class EventKind(str, Enum):
     PREFLIGHT_WARNING = "preflight_warning"
     PROGRESS = "progress"  # a rank's output so far (lines, step): its first line, then now and then
     NPU_HEALTH = "npu_health"  # a watched NPU's health changed, or could not be asked (host/health/watch.py)
+    # each watched NPU's performance figures, once per health watch round (host/health/perf.py: AI Core usage
+    # and clocks, temperature, power, HBM usage, its NIC's rate and new error counts; None where not read)
+    NPU_PERF = "npu_perf"
     JOB_FINISHED = "job_finished"
 
 
