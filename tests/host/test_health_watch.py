@@ -222,11 +222,12 @@ def test_each_round_reads_every_npus_figures_and_a_figure_changed_mid_run_is_pic
     figures.write_text("# as the stand-in's defaults\n")
     run = Run(tmp_path, marker, tools_env(NPU_STANDIN_PERF=str(figures)), dict(WATCH, nics=True))
     try:
-        assert run.turn_until(lambda: len(perf_events(run)) >= 2, 3.0)
+        # generous limits (a round is 17 calls of a Python stand-in): each wait ends as soon as it holds
+        assert run.turn_until(lambda: len(perf_events(run)) >= 2, 15.0)
         figures.write_text("2 aicore_mhz=800 temp_c=104 power_w=120 usage=95 link_mbps=100000 rx_err=+1234\n")
         changed = len(perf_events(run))
-        assert run.turn_until(lambda: any(_slowed(e) for e in perf_events(run)[changed:]), 3.0)
-        assert run.turn_until(lambda: len(perf_events(run)) >= changed + 3, 3.0)  # and a round after it
+        assert run.turn_until(lambda: any(_slowed(e) for e in perf_events(run)[changed:]), 15.0)
+        assert run.turn_until(lambda: len(perf_events(run)) >= changed + 3, 15.0)  # and a round after it
     finally:
         run.stop()
     assert not run.health()  # figures are no health: nothing said of it
@@ -258,20 +259,21 @@ def test_a_hung_or_failing_figure_call_never_holds_up_the_health_answers(tmp_pat
     figures.write_text("1 hang=common\n3 fail=common\n")
     faults.write_text("2 Alarm 80E01801\n")
     env = tools_env(NPU_STANDIN_PERF=str(figures), NPU_STANDIN_FAULTS=str(faults))
-    run = Run(tmp_path, marker, env, dict(WATCH, tool_timeout_s=1.5))
+    run = Run(tmp_path, marker, env, dict(WATCH, tool_timeout_s=3.0))
     try:
-        assert run.turn_until(lambda: bool(run.health()), 1.2)  # before the hung call's 1.5 s are out
-        assert not perf_events(run)
-        assert run.turn_until(lambda: bool(perf_events(run)), 3.0)
+        assert run.turn_until(lambda: bool(run.health()), 10.0)
+        assert not perf_events(run)  # the round goes on: NPU 1's figure call hangs
+        assert run.turn_until(lambda: bool(perf_events(run)), 10.0)
     finally:
         run.stop()
     [fault] = run.health()
     assert (fault["device"], fault["health"], fault["action"]) == (2, "Alarm", "reschedule")
     event = perf_events(run)[0]
-    assert event.time - run.health_events()[0].time >= 0.8
+    # judged at the round's end, the health event would come in the same turn as the figures
+    assert event.time - run.health_events()[0].time >= 1.0
     devices = event.data["devices"]
     assert devices["1"]["aicore_mhz"] is None and devices["3"]["temp_c"] is None
-    assert devices["1"]["unanswered"] == "npu-smi info -t common -i 1 -c 0 did not answer within 1.5 s"
+    assert devices["1"]["unanswered"] == "npu-smi info -t common -i 1 -c 0 did not answer within 3 s"
     assert devices["3"]["unanswered"].startswith("npu-smi info -t common -i 3 -c 0 exited with 1: ")
     assert devices["0"]["aicore_mhz"] == devices["2"]["aicore_mhz"] == 1800  # the others answered
     assert devices["0"]["link_mbps"] is None and devices["0"]["unanswered"] is None  # one host: no NIC asked
@@ -279,13 +281,16 @@ def test_a_hung_or_failing_figure_call_never_holds_up_the_health_answers(tmp_pat
 
 
 def test_the_figures_can_be_left_out(tmp_path: Path, marker: str) -> None:
-    run = Run(tmp_path, marker, tools_env(), dict(WATCH, perf=False))
+    faults = tmp_path / "faults"
+    faults.write_text("2 Alarm 80E01801\n")
+    run = Run(tmp_path, marker, tools_env(NPU_STANDIN_FAULTS=str(faults)), dict(WATCH, perf=False))
     try:
-        run.turn_until(lambda: False, 0.8)
+        assert run.turn_until(lambda: bool(run.health()), 10.0)  # a first round is judged ...
+        faults.write_text("2 Alarm 80E01801 8C03A000\n")
+        assert run.turn_until(lambda: len(run.health()) >= 2, 10.0)  # ... and a second: the first one ended
     finally:
         run.stop()
     assert not perf_events(run)
-    assert not [p for p in _children() if "common" in p.cmdline()]
 
 
 # -- the judgement (host/health/judge.py) ---------------------------------------------------------------
