@@ -35,6 +35,9 @@ class EventKind(str, Enum):
     NPU_HEALTH = "npu_health"  # a watched NPU's health changed, or could not be asked (host/health/watch.py)
     RANK_PACE = "rank_pace"  # a host's ranks' steps in the last window, summarised (host/agent/paces.py)
     RANK_SLOW = "rank_slow"  # the launcher named a rank slower than its peers, or no longer (diagnose/stragglers.py)
+    # each watched NPU's performance figures, once per health watch round (host/health/perf.py: AI Core usage
+    # and clocks, temperature, power, HBM usage, its NIC's rate and new error counts; None where not read)
+    NPU_PERF = "npu_perf"
     JOB_FINISHED = "job_finished"
 
 

@@ -12,7 +12,8 @@ from typing import List, Optional, Sequence, Tuple
 
 from npulaunch.host.lazyre import lazy_re
 
-# frames outside the user's code: site-packages, the standard library, frozen modules, and npulaunch's own code inside the ranks (its hooks)
+# frames outside the user's code: site-packages, the standard library, frozen modules, <string>, and
+# npulaunch's own code inside the ranks (its hooks)
 _LIBRARY = lazy_re(
     r"[/\\](?:site-packages|dist-packages)[/\\]|[/\\]lib[/\\]python\d+(?:\.\d+)?[/\\]|^<"
     r"|[/\\]npulaunch[/\\]host[/\\](?:pace|configproto|session|inject[/\\]sitecustomize)\.py$"

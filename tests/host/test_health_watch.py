@@ -39,7 +39,10 @@ class Run:
         self.agent.start()
 
     def health(self) -> List[Dict[str, Any]]:
-        return [e.data for e in self.events if e.kind is EventKind.NPU_HEALTH]
+        return [e.data for e in self.health_events()]
+
+    def health_events(self) -> List[Event]:
+        return [e for e in self.events if e.kind is EventKind.NPU_HEALTH]
 
     def turn_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -203,6 +206,91 @@ def test_npu_smi_failing_for_one_chip_while_the_others_answer_is_a_card_drop(tmp
     assert (dropped["device"], dropped["health"], dropped["codes"]) == (1, "UNKNOWN", [judge.CARD_DROP_CODE])
     assert (dropped["level"], dropped["action"]) == (FAULT_LEVELS["40F84E00"], "reschedule")
     assert "ret = -8012" in dropped["info"]
+
+
+# -- the performance figures (host/health/perf.py): one NPU_PERF event per round -------------------------
+
+
+def perf_events(run: Run) -> List[Event]:
+    return [e for e in run.events if e.kind is EventKind.NPU_PERF]
+
+
+def test_each_round_reads_every_npus_figures_and_a_figure_changed_mid_run_is_picked_up(
+    tmp_path: Path, marker: str
+) -> None:
+    figures = tmp_path / "perf"
+    figures.write_text("# as the stand-in's defaults\n")
+    run = Run(tmp_path, marker, tools_env(NPU_STANDIN_PERF=str(figures)), dict(WATCH, nics=True))
+    try:
+        # generous limits (a round is 17 calls of a Python stand-in): each wait ends as soon as it holds
+        assert run.turn_until(lambda: len(perf_events(run)) >= 2, 15.0)
+        figures.write_text("2 aicore_mhz=800 temp_c=104 power_w=120 usage=95 link_mbps=100000 rx_err=+1234\n")
+        changed = len(perf_events(run))
+        assert run.turn_until(lambda: any(_slowed(e) for e in perf_events(run)[changed:]), 15.0)
+        assert run.turn_until(lambda: len(perf_events(run)) >= changed + 3, 15.0)  # and a round after it
+    finally:
+        run.stop()
+    assert not run.health()  # figures are no health: nothing said of it
+    events = perf_events(run)
+    assert all(e.host == "localhost" and e.rank is None and list(e.data) == ["devices"] for e in events)
+    before = events[1].data["devices"]
+    assert sorted(before) == ["0", "1", "2", "3"]
+    for device, figures_of in before.items():
+        assert (figures_of["npu"], figures_of["chip"], figures_of["ranks"]) == (int(device), 0, [int(device)])
+        assert figures_of["aicore_mhz"] == figures_of["aicore_rated_mhz"] == 1800 and figures_of["power_w"] > 250
+        assert figures_of["link_mbps"] == 200000 and figures_of["link_errors"] == {}  # a second reading: none rose
+        assert figures_of["unanswered"] is None and 60 <= figures_of["aicore_usage_pct"] <= 90
+    assert events[0].data["devices"]["0"]["link_errors"] is None  # the first: nothing to compare with
+    first = next(i for i, e in enumerate(events) if i >= changed and _slowed(e))
+    slow = events[first].data["devices"]["2"]
+    assert (slow["aicore_mhz"], slow["temp_c"], slow["power_w"], slow["aicore_usage_pct"]) == (800, 104.0, 120.0, 95.0)
+    assert (slow["link_mbps"], slow["link_errors"]) == (100000, {"roce_rx_err_pkt_num": 1234})
+    assert events[first].data["devices"]["1"]["aicore_mhz"] == 1800
+    assert events[first + 1].data["devices"]["2"]["link_errors"] == {}  # 1234 new once, none since
+    assert not marked_pids(marker)
+
+
+def _slowed(event: Event) -> bool:
+    return bool(event.data["devices"]["2"]["aicore_mhz"] == 800)
+
+
+def test_a_hung_or_failing_figure_call_never_holds_up_the_health_answers(tmp_path: Path, marker: str) -> None:
+    figures, faults = tmp_path / "perf", tmp_path / "faults"
+    figures.write_text("1 hang=common\n3 fail=common\n")
+    faults.write_text("2 Alarm 80E01801\n")
+    env = tools_env(NPU_STANDIN_PERF=str(figures), NPU_STANDIN_FAULTS=str(faults))
+    run = Run(tmp_path, marker, env, dict(WATCH, tool_timeout_s=3.0))
+    try:
+        assert run.turn_until(lambda: bool(run.health()), 10.0)
+        assert not perf_events(run)  # the round goes on: NPU 1's figure call hangs
+        assert run.turn_until(lambda: bool(perf_events(run)), 10.0)
+    finally:
+        run.stop()
+    [fault] = run.health()
+    assert (fault["device"], fault["health"], fault["action"]) == (2, "Alarm", "reschedule")
+    event = perf_events(run)[0]
+    # judged at the round's end, the health event would come in the same turn as the figures
+    assert event.time - run.health_events()[0].time >= 1.0
+    devices = event.data["devices"]
+    assert devices["1"]["aicore_mhz"] is None and devices["3"]["temp_c"] is None
+    assert devices["1"]["unanswered"] == "npu-smi info -t common -i 1 -c 0 did not answer within 3 s"
+    assert devices["3"]["unanswered"].startswith("npu-smi info -t common -i 3 -c 0 exited with 1: ")
+    assert devices["0"]["aicore_mhz"] == devices["2"]["aicore_mhz"] == 1800  # the others answered
+    assert devices["0"]["link_mbps"] is None and devices["0"]["unanswered"] is None  # one host: no NIC asked
+    assert not marked_pids(marker)
+
+
+def test_the_figures_can_be_left_out(tmp_path: Path, marker: str) -> None:
+    faults = tmp_path / "faults"
+    faults.write_text("2 Alarm 80E01801\n")
+    run = Run(tmp_path, marker, tools_env(NPU_STANDIN_FAULTS=str(faults)), dict(WATCH, perf=False))
+    try:
+        assert run.turn_until(lambda: bool(run.health()), 10.0)  # a first round is judged ...
+        faults.write_text("2 Alarm 80E01801 8C03A000\n")
+        assert run.turn_until(lambda: len(run.health()) >= 2, 10.0)  # ... and a second: the first one ended
+    finally:
+        run.stop()
+    assert not perf_events(run)
 
 
 # -- the judgement (host/health/judge.py) ---------------------------------------------------------------

@@ -250,6 +250,8 @@ class Agent:
             self._emit(EventKind.STACKS_DUMPED, **dumped)
         for change in self._health.poll() if self._health is not None else ():
             self._emit(EventKind.NPU_HEALTH, **change)
+        for figures in self._health.take_perf() if self._health is not None else ():
+            self._emit(EventKind.NPU_PERF, **figures)
         if self._kill_deadline is not None and not self._killed and self._clock() >= self._kill_deadline:
             self.kill(f"grace period of {self.plan.grace_period_s:g} s ran out")
 

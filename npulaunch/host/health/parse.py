@@ -1,7 +1,8 @@
 """Reading what Ascend's tools and files say about an NPU's health, its NIC and the installed versions:
 ``hccn_tool -i <id> -link/-net_health/-gateway/-netdetect/-tls/-ping -g``, ``npu-smi info -t health``
-and ``-t board``, ``ascend_toolkit_install.info`` / ``version.cfg``, the driver's and firmware's
-``version.info``, ``/etc/hccn.conf``. Pure functions over text, tolerant of the variants seen across
+and ``-t board``, the performance figures of ``npu-smi info -t common`` and ``hccn_tool -speed/-stat -g``,
+``ascend_toolkit_install.info`` / ``version.cfg``, the driver's and firmware's ``version.info``,
+``/etc/hccn.conf``. Pure functions over text, tolerant of the variants seen across
 products and driver versions (tests/data/tool_outputs/ holds the real samples with their sources).
 Standard library only, Python 3.7: the probe runs this on the hosts.
 """
@@ -9,7 +10,8 @@ Standard library only, Python 3.7: the probe runs this on the hosts.
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from npulaunch.host.lazyre import lazy_re
 
@@ -183,3 +185,97 @@ def parse_hccn_conf(text: str) -> Dict[int, Dict[str, str]]:
         if name and device.isdigit():
             devices.setdefault(int(device), {})[name] = value
     return devices
+
+
+# -- performance figures (the health watch's NPU_PERF; formats in ../shared/sources/npu_perf_formats.md) -----
+
+
+@dataclass(frozen=True)
+class NpuCommon:
+    """One chip's figures of ``npu-smi info -t common -i N -c C``; None where the tool printed none (or
+    ``NA``/``-``). ``aicore_rated_mhz`` is ``Aicore Freq(MHZ)`` (DCMI_FREQ_AICORE_MAX), ``aicore_mhz``
+    ``Aicore curFreq(MHZ)`` (the current clock; hicann/driver src/custom/include/dcmi_interface_api.h)."""
+
+    aicore_usage_pct: Optional[float] = None
+    aicore_mhz: Optional[int] = None
+    aicore_rated_mhz: Optional[int] = None
+    temp_c: Optional[float] = None
+    power_w: Optional[float] = None
+    hbm_usage_pct: Optional[float] = None
+
+
+# hicann/driver @ ef377e95 npu_info_print.c print_npu_common_info / print_mcu_common_info: "\t%-30s : %u" lines;
+# each chip block opens with "Chip ID", the MCU's with "Chip Name : mcu" (310/310B: "MCU"); Ascend 950 prints
+# neither key (one block); docs show the tab as spaces or nothing, and some drop the blank lines
+_COMMON_KEYS = {
+    "Aicore Usage Rate(%)": ("aicore_usage_pct", float),
+    "Aicore curFreq(MHZ)": ("aicore_mhz", int),
+    "Aicore Freq(MHZ)": ("aicore_rated_mhz", int),
+    "Temperature(C)": ("temp_c", float),
+    "NPU Real-time Power(W)": ("power_w", float),
+    "HBM Usage Rate(%)": ("hbm_usage_pct", float),
+}
+
+
+def parse_npu_common(text: str, chip: Optional[int] = None) -> Optional[NpuCommon]:
+    """The figures of chip ``chip`` (the first chip block when None or when no block names it) of
+    ``npu-smi info -t common``; None when the text has none of its keys. Temperature is the chip's,
+    never the MCU's; power is the chip's, else the MCU block's (310P prints it only there)."""
+    blocks: Dict[str, Dict[str, str]] = {}  # "chip <id>", "mcu", "chip" (no Chip ID line: Ascend 950)
+    current = "chip"
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            continue
+        if key == "Chip ID":
+            current = "chip %s" % value
+        elif key == "Chip Name" and value.lower() == "mcu":
+            current = "mcu"
+        blocks.setdefault(current, {})[key] = value
+    chips = [name for name in blocks if name != "mcu" and name != "chip"]
+    wanted = "chip %d" % chip if chip is not None and "chip %d" % chip in blocks else (chips or ["chip"])[0]
+    fields = dict(blocks.get("chip", {}), **blocks.get(wanted, {}))  # NPU ID and Chip Count sit before Chip ID
+    if "NPU Real-time Power(W)" not in fields and "NPU Real-time Power(W)" in blocks.get("mcu", {}):
+        fields["NPU Real-time Power(W)"] = blocks["mcu"]["NPU Real-time Power(W)"]
+    values: Dict[str, Any] = {}
+    for key, (name, kind) in _COMMON_KEYS.items():
+        values[name] = _number(fields.get(key), kind)
+    if all(value is None for value in values.values()):
+        return None
+    return NpuCommon(**values)
+
+
+def _number(text: Optional[str], kind: Callable[[str], Any]) -> Any:
+    """``text`` as an int or float; None for no value, ``NA``, ``-`` or anything else."""
+    if text is None:
+        return None
+    try:
+        return kind(text)
+    except ValueError:
+        return None
+
+
+# hicann/driver ascend910B/hccn_product_ext/tool_ext.c tool_get_eth_speed: "Speed: %d Mb/s" or "Speed: Unknown!"
+_SPEED = lazy_re(r"^\s*Speed\s*:\s*(\d+)\s*Mb/s", re.MULTILINE)
+
+
+def parse_hccn_speed(text: str) -> Optional[int]:
+    """The NIC's negotiated rate in Mb/s of ``hccn_tool -i N -speed -g``; None for ``Unknown!`` or no
+    such line (Ascend 950 prints a table, not read here)."""
+    match = _SPEED.search(text)
+    return int(match.group(1)) if match else None
+
+
+def parse_hccn_stat(text: str) -> Dict[str, int]:
+    """The counters of ``hccn_tool -i N -stat -g`` (``key:%llu`` lines under ``packet statistics:``;
+    hicann/driver ascend910B/hccn_tool/tool.c tool_display_stat_info): lines split at ``:`` whose value is
+    an integer, as MindCluster's GetNPUStatInfo reads them (component/ascend-common/devmanager/hccn/
+    hccn_tool.go); Ascend 950's ``key: value`` lines are read the same way."""
+    counters: Dict[str, int] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if sep and key and value.isdigit() and " " not in key:
+            counters[key] = int(value)
+    return counters

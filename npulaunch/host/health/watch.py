@@ -1,6 +1,8 @@
 """The live NPU health watch of a running job, run from the agent's loop as stack dumps are (stacks.py): every
 ``interval_s`` it asks ``npu-smi info -t health -i <card> -c <chip>`` of each job NPU and, for a job across
-hosts, ``hccn_tool -i <device> -link -g`` of its NIC, and says what changed, as NPU_HEALTH event data.
+hosts, ``hccn_tool -i <device> -link -g`` of its NIC, and says what changed, as NPU_HEALTH event data. In
+the same rounds it reads each NPU's performance figures (``npu-smi info -t common``; across hosts its NIC's
+``hccn_tool -speed -g`` and ``-stat -g``): one NPU_PERF event's data per round (host/health/perf.py).
 
 The calls are child processes (WORKERS at a time, in their own sessions, dying with the agent, output to
 files), never waited for here: the agent, a subreaper waiting on any child, hands their exit statuses to
@@ -14,7 +16,9 @@ says, None when not answered), ``codes`` (upper case, no 0x; 40F84E00 added for 
 pre_separate, report, none, unknown), ``info`` (Error Information), ``ranks`` (this host's on the device),
 ``nic`` (UP, DOWN, None), ``unanswered`` (why it could not be asked, else None). One is emitted at the first
 reading that is not healthy, at each change of health, codes or link, at the return to healthy, and once
-per device for each distinct reason it was not answered (that changes nothing of what is known).
+per device for each distinct reason it was not answered (that changes nothing of what is known). The
+health calls are queued before the figure calls and judged as soon as they are in: a slow figure call never
+delays a health event.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, 
 
 from npulaunch.host import procs
 from npulaunch.host.discovery import CONTAINER_VISIBLE_VAR, parse_npu_smi_info, physical_ids
+from npulaunch.host.health import perf
 from npulaunch.host.health.readings import (
     Answer,
     Device,
@@ -54,6 +59,7 @@ class _Round:
     queue: List[Tuple[str, Optional[int], List[str]]]  # (part, device, argv) not yet started
     pending: int = 0  # started and not finished
     answers: Dict[Tuple[str, Optional[int]], "Answer"] = field(default_factory=dict)
+    judged: bool = False  # its health calls are in and judged (its figure calls may still run)
 
 
 @dataclass
@@ -70,8 +76,9 @@ class _Call:
 
 
 class HealthWatch:
-    """The watch of one agent's NPUs. ``settings``: HostPlan.health_watch; ``ranks``: physical device ->
-    this host's ranks on it; ``env``: the environment the tools run in (the agent's, PATH included)."""
+    """The watch of one agent's NPUs. ``settings``: HostPlan.health_watch (``"perf": False`` leaves the
+    figures out); ``ranks``: physical device -> this host's ranks on it; ``env``: the environment the tools
+    run in (the agent's, PATH included)."""
 
     def __init__(
         self,
@@ -86,6 +93,9 @@ class HealthWatch:
         devices = sorted(ranks) if wanted is None else [int(d) for d in wanted]
         self._devices = {d: Device(d, sorted(ranks.get(d, ()))) for d in devices}
         self._nics = bool(settings.get("nics"))
+        self._perf = bool(settings.get("perf", True))
+        self._figures = perf.PerfReadings(list(self._devices.values()))
+        self._perf_events: List[EventData] = []  # NPU_PERF data not yet taken (take_perf)
         self._env = dict(env)
         self._clock = clock
         self._calls: Dict[int, _Call] = {}  # by pid: started, not yet reaped
@@ -140,6 +150,11 @@ class HealthWatch:
         self._looked.update(d.device for d in wanted)
         self._last = _Round(self._clock(), calls)
 
+    def take_perf(self) -> List[EventData]:
+        """The NPU_PERF events' data of the rounds ended since the last call (one per round)."""
+        taken, self._perf_events = self._perf_events, []
+        return taken
+
     def looking(self) -> bool:
         """A last look is under way: the agent keeps its loop going until it is answered."""
         return self._last is not None
@@ -157,6 +172,8 @@ class HealthWatch:
         if current is None:
             dues.append(self._next_at)
         elif (current.queue and len(self._calls) < WORKERS) or (not current.queue and not current.pending):
+            return 0.0
+        elif not current.judged and self._health_done(current):
             return 0.0
         return max(0.0, min(dues) - self._clock()) if dues else None
 
@@ -178,8 +195,14 @@ class HealthWatch:
                 return events
             current = self._round = self._begin(now)
         self._start_queued(current)
-        if not current.queue and not current.pending:
+        if not current.judged and self._health_done(current):
+            current.judged = True
             events += self._judge(current)
+        if not current.queue and not current.pending:
+            if self._perf:
+                mapped = current.answers.get((MAP, None))
+                not_asked = lambda dev: self._not_asked(dev, mapped)  # noqa: E731
+                self._perf_events.append(self._figures.event(current.answers, self._nics, not_asked))
             self._round = None
             self._next_at = max(current.started + self.interval_s, self._clock())
         return events
@@ -260,7 +283,15 @@ class HealthWatch:
             current.queue += [
                 (NIC, device, ["hccn_tool", "-i", str(device), "-link", "-g"]) for device in self._devices
             ]
+        if self._mapped and self._perf:  # after every health call (else added once mapped: _done_answer)
+            current.queue += perf.perf_calls(list(self._devices.values()), self._nics)
         return current
+
+    def _health_done(self, current: _Round) -> bool:
+        """Every health call of the round is in (what is left are figure calls)."""
+        if any(part not in perf.PARTS for part, _, _ in current.queue):
+            return False
+        return not any(c.round is current and not c.finished and c.part not in perf.PARTS for c in self._calls.values())
 
     def _chip_calls(self) -> List[Tuple[str, Optional[int], List[str]]]:
         return [
@@ -317,6 +348,8 @@ class HealthWatch:
             self._map(answer)
             if self._mapped:
                 current.queue[:0] = self._chip_calls()
+                if self._perf:
+                    current.queue += perf.perf_calls(list(self._devices.values()), self._nics)
 
     def _map(self, answer: Answer) -> None:
         """Each device's card and chip from ``npu-smi info`` (as health.gather: physical ids in listing
