@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from npulaunch.diagnose.npuperf import host_load_text
 from npulaunch.host.events import Event, EventKind
 
 MIN_WINDOWS = 2  # windows of a slowness before its rank is named, however slow (one window may be a fluke)
@@ -196,8 +197,8 @@ def describe(record: Mapping[str, Any]) -> str:
     if evidence.get("wait_s") is not None and evidence.get("peers_wait_s") is not None:
         parts.append(f"waits {evidence['wait_s']:.3f} s while its peers wait {evidence['peers_wait_s']:.3f} s")
     if evidence.get("load1") is not None and evidence.get("cpus"):
-        parts.append(f"host {record['host']} load {evidence['load1']:.1f} on {evidence['cpus']} CPUs")
-    parts.extend(evidence.get("npu") or ["no NPU figure stands out"])
+        parts.append(host_load_text(str(record["host"]), float(evidence["load1"]), int(evidence["cpus"])))
+    parts.extend(evidence.get("npu") or ["no NPU figures"])
     return text + ": " + "; ".join(parts)
 
 

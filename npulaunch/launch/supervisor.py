@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import IO, Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from npulaunch.diagnose.cause import ranks_word
+from npulaunch.diagnose.npuperf import compare_npu, figures_text
 from npulaunch.diagnose.records import KEPT_FOR_REPORT
 from npulaunch.diagnose.report import build_report, describe_exit, python_exception
 from npulaunch.diagnose.stragglers import StragglerDetector, describe
@@ -72,6 +73,8 @@ class Supervisor:
             devices = {spec.rank: (spec.host, plan.rank_device(spec)[0]) for spec in plan.ranks}
             self._stragglers = StragglerDetector(devices, float(plan.stragglers["factor"]))
         self._excluding = False  # a slow rank's NPU is being excluded (action exclude): the job is stopping
+        self._figures: Dict[Tuple[str, int], Dict[str, Any]] = {}  # (host, NPU) -> its latest NPU_PERF figures
+        self._figures_said: Dict[Tuple[str, int], str] = {}  # what stood out of each NPU, as last said
 
     def run(self, report: bool = True) -> JobSummary:
         """Run the attempt until every rank has ended; returns its summary (shown unless ``report`` is
@@ -212,6 +215,7 @@ class Supervisor:
             return
         now = time.time()  # the launcher's clock: every host's windows are compared on one
         for change in self._stragglers.feed(event.host, event.data, now):
+            change["evidence"]["npu"] = [self._figures_of(change["host"], int(change["device"]))]
             self._on_event(Event(EventKind.RANK_SLOW, self.plan.job_id, change["host"], change["rank"], change))
         settings = self.plan.stragglers or {}
         if settings.get("action") != "exclude" or self._excluding:
@@ -222,6 +226,23 @@ class Supervisor:
                 excluded = dict(record, state="excluded", slow_s=round(slow_s, 1))
                 self._on_event(Event(EventKind.RANK_SLOW, self.plan.job_id, record["host"], record["rank"], excluded))
                 break
+
+    def _on_figures(self, event: Event) -> None:
+        """A host's NPU performance figures (host/health/perf.py): kept for the stragglers' evidence; an NPU
+        whose figures stand out from the others' (throttled, hot, a slower link) is said once per finding,
+        since a framework whose steps cannot be split (TensorFlow, MindSpore) names no rank by pace alone."""
+        for device, figures in (event.data.get("devices") or {}).items():
+            self._figures[(event.host, int(device))] = figures
+        for key in sorted(k for k in self._figures if k[0] == event.host):
+            found = "; ".join(compare_npu(self._figures, key))
+            if found and found != self._figures_said.get(key):
+                self.console.message(f"NPU figures: {key[0]} {found}")
+            self._figures_said[key] = found
+
+    def _figures_of(self, host: str, device: int) -> str:
+        if not self.plan.health_interval_s:
+            return "no NPU figures: the health watch is off (monitor.health_interval_s: 0)"
+        return figures_text(self._figures, (host, device))
 
     def _on_slow(self, event: Event) -> None:
         data = event.data
@@ -313,6 +334,9 @@ class Supervisor:
             return
         if kind is EventKind.RANK_PACE:
             self._on_pace(event)
+            return
+        if kind is EventKind.NPU_PERF:
+            self._on_figures(event)
             return
         if kind is EventKind.RANK_SLOW:
             self._on_slow(event)
