@@ -11,6 +11,8 @@ optimizer) and the script runs on the CPU.
     config = session.npu_config()          # or session.npu_config(base=my_config)
     with tf.compat.v1.Session(config=config) as sess: ...
 
+    session.step()      # once per training step, where no framework hook times the steps (host/pace.py)
+
 The options' way into a ConfigProto, the record of what each session got and the stack-dump
 registration are host/configproto.py (the injection hook loads that file alone); this module adds
 the calls a script makes itself.
@@ -44,6 +46,7 @@ from npulaunch.host.configproto import (
 from npulaunch.host.configproto import EXCLUSIVE_OPTIONS as EXCLUSIVE_OPTIONS
 from npulaunch.host.configproto import OPTIMIZER as OPTIMIZER
 from npulaunch.host.configproto import global_differences as global_differences
+from npulaunch.host.pace import step as step  # the end of a training step, for straggler detection
 
 __all__ = [
     "OPTIONS_VAR",
@@ -64,6 +67,7 @@ __all__ = [
     "initialize_system",
     "set_iteration_per_loop",
     "heartbeat",
+    "step",
     "register_stack_dump",
 ]
 

@@ -9,7 +9,9 @@ whichever step the job resumed from. Prints ``step N/FINAL``, then ``final step 
 Arguments: FINAL. Environment: CKPT_DIR (the rank's checkpoint directory), CKPT_EVERY (save
 ``ckpt_<step>.pt`` every so many steps, with torch.save straight to its name as scripts do), SAVE_RANKS
 ("0": rank 0 saves, the default; "all": every rank saves in its own directory), TRAIN_STEP_S (sleep
-per step). With NPULAUNCH_RESUME_CHECKPOINT set, loads it and goes on after NPULAUNCH_RESUME_STEP.
+per step), TRAIN_WORK (matrix products of a fixed size per step, on one thread: work a rank slowed from
+outside takes longer to do, for the straggler tests). With NPULAUNCH_RESUME_CHECKPOINT set, loads it
+and goes on after NPULAUNCH_RESUME_STEP.
 """
 
 import json
@@ -26,6 +28,10 @@ def main() -> int:
     final = int(sys.argv[1])
     every = int(os.environ.get("CKPT_EVERY", "5"))
     pause = float(os.environ.get("TRAIN_STEP_S", "0.05"))
+    work = int(os.environ.get("TRAIN_WORK", "0"))
+    if work:
+        torch.set_num_threads(1)
+    matrix = torch.full((192, 192), 1.0 / 192)
     directory = os.environ["CKPT_DIR"]
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -48,6 +54,9 @@ def main() -> int:
     os.makedirs(directory, exist_ok=True)
     for step in range(start + 1, final + 1):
         optimizer.zero_grad()
+        product = matrix
+        for _ in range(work):
+            product = torch.tanh(product @ matrix)
         x = torch.full((1, 4), float(step * (rank + 1)))
         loss = -ddp(x).sum()
         loss.backward()

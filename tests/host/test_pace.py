@@ -1,0 +1,191 @@
+"""Each rank's pace as the injection hook measures it (host/pace.py), in real processes of real frameworks:
+torch DDP over gloo (busy and wait split by the communication hook, the script's own hook kept, a built-in
+hook left alone), a loop that marks its steps with session.step(), TensorFlow's MonitoredSession and
+MindSpore's Model.train (whole steps); and the agent's reading of the files (host/agent/paces.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from helpers import PACKAGE, ROOT, free_port_window, require
+
+from npulaunch.host.agent.paces import median, parse_pace, summarise
+
+INJECT = PACKAGE / "host" / "inject"
+
+DDP = """
+import os, sys, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 4)))
+mode = sys.argv[1]
+calls = []
+def own_hook(state, bucket):
+    calls.append(bucket.index())
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    return default_hooks.allreduce_hook(state, bucket)
+if mode == "own-before":
+    model.register_comm_hook(None, own_hook)
+if mode == "builtin":
+    model._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(32, 64)
+for step in range(40):
+    if step == 1 and mode == "own-after":
+        model.register_comm_hook(None, own_hook)  # after the first forward: npulaunch's hook calls it from then on
+    if rank == 1:
+        time.sleep(0.02)  # rank 1 is slow: its own work takes 20 ms more
+    opt.zero_grad(); model(x).sum().backward(); opt.step()
+flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+low, high = flat.clone(), flat.clone()
+dist.all_reduce(low, op=dist.ReduceOp.MIN); dist.all_reduce(high, op=dist.ReduceOp.MAX)
+print("calls", len(calls), "spread", float((high - low).abs().max()))
+"""
+
+
+def rank_env(rank_dir: Path, hooks: str = "pace", **more: str) -> Dict[str, str]:
+    env = dict(os.environ, NPULAUNCH_RANK_DIR=str(rank_dir), NPULAUNCH_HOOKS=hooks, **more)
+    env["PYTHONPATH"] = os.pathsep.join([str(INJECT), str(ROOT)])
+    return env
+
+
+def pace_lines(rank_dir: Path) -> List[Tuple[int, float, Optional[float]]]:
+    path = rank_dir / "pace"
+    return parse_pace(path.read_bytes()) if path.exists() else []
+
+
+def run_ddp(tmp_path: Path, mode: str) -> Tuple[List[str], List[List[Tuple[int, float, Optional[float]]]]]:
+    require(importlib.util.find_spec("torch") is not None, "torch (pip install -e '.[torch]')")
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP)
+    port = free_port_window(1)
+    procs = []
+    for rank in range(2):
+        rank_dir = tmp_path / f"rank-{rank}"
+        rank_dir.mkdir()
+        env = rank_env(
+            rank_dir,
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            WORLD_SIZE="2",
+            RANK=str(rank),
+            GLOO_SOCKET_IFNAME="lo",
+        )
+        procs.append(subprocess.Popen([sys.executable, str(script), mode], env=env, stdout=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    return outs, [pace_lines(tmp_path / f"rank-{rank}") for rank in range(2)]
+
+
+def test_ddp_steps_are_split_into_busy_and_wait_and_the_slow_rank_is_busy_longer(tmp_path: Path) -> None:
+    outs, (fast, slow) = run_ddp(tmp_path, "plain")
+    assert all("spread 0.0" in out for out in outs)  # the hook all-reduced right: every rank has the same weights
+    assert [s for s, _, _ in fast] == list(range(1, 40)) == [s for s, _, _ in slow]  # the first step is start-up
+    busy_fast, busy_slow = median([b for _, b, _ in fast]), median([b for _, b, _ in slow])
+    wait_fast, wait_slow = median([w or 0 for _, _, w in fast]), median([w or 0 for _, _, w in slow])
+    assert busy_slow - busy_fast > 0.015, (busy_fast, busy_slow)  # the 20 ms of rank 1's own work
+    assert wait_fast - wait_slow > 0.015, (wait_fast, wait_slow)  # that rank 0 waits for
+
+
+def test_the_scripts_own_hook_runs_whether_registered_before_or_after_the_first_forward(tmp_path: Path) -> None:
+    for mode in ("own-before", "own-after"):
+        (tmp_path / mode).mkdir()
+        outs, paces = run_ddp(tmp_path / mode, mode)
+        calls = [int(out.split()[1]) for out in outs]
+        assert all(count >= 39 for count in calls), (mode, outs)  # one bucket a step
+        assert all("spread 0.0" in out for out in outs)
+        assert all(len(lines) == 39 for lines in paces), mode
+
+
+def test_a_builtin_hook_is_left_alone_and_untimed(tmp_path: Path) -> None:
+    outs, paces = run_ddp(tmp_path, "builtin")
+    assert all("spread 0.0" in out for out in outs)
+    assert paces == [[], []]
+
+
+def test_a_loop_marks_its_own_steps_and_collectives_are_its_wait(tmp_path: Path) -> None:
+    require(importlib.util.find_spec("torch") is not None, "torch (pip install -e '.[torch]')")
+    code = (
+        "import time, torch, torch.distributed as dist\n"
+        "from npulaunch import session\n"
+        "dist.init_process_group('gloo', init_method='tcp://127.0.0.1:%d', rank=0, world_size=1)\n"
+        "for step in range(6):\n"
+        "    time.sleep(0.03)\n"
+        "    dist.barrier()\n"
+        "    session.step()\n" % free_port_window(1)
+    )
+    rank_dir = tmp_path / "rank-0"
+    rank_dir.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=rank_env(rank_dir), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    lines = pace_lines(rank_dir)
+    assert [s for s, _, _ in lines] == [1, 2, 3, 4, 5]  # the first call only starts the clock
+    assert all(0.025 < busy < 0.2 and wait is not None and wait < busy for _, busy, wait in lines), lines
+
+
+def test_without_the_pace_hook_nothing_is_written(tmp_path: Path) -> None:
+    code = "from npulaunch import session\nfor _ in range(3): session.step()\n"
+    rank_dir = tmp_path / "rank-0"
+    rank_dir.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=rank_env(rank_dir, hooks="session"), capture_output=True, timeout=60
+    )
+    assert done.returncode == 0 and not (rank_dir / "pace").exists()
+
+
+def test_tensorflow_monitored_sessions_time_each_run(tmp_path: Path) -> None:
+    require(importlib.util.find_spec("tensorflow") is not None, "tensorflow-cpu (pip install -e '.[tf]')")
+    code = (
+        "import tensorflow as tf\n"
+        "tf.compat.v1.disable_eager_execution()\n"
+        "step = tf.compat.v1.train.get_or_create_global_step()\n"
+        "train = tf.compat.v1.assign_add(step, 1)\n"
+        "with tf.compat.v1.train.MonitoredTrainingSession() as sess:\n"
+        "    for _ in range(12):\n"
+        "        sess.run(train)\n"
+    )
+    rank_dir = tmp_path / "rank-0"
+    rank_dir.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=rank_env(rank_dir), capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = pace_lines(rank_dir)
+    assert len(lines) == 11 and all(wait is None for _, _, wait in lines), lines
+
+
+def test_mindspore_model_train_times_each_step(tmp_path: Path) -> None:
+    require(importlib.util.find_spec("mindspore") is not None, "mindspore (scripts/setup-dev.sh)")
+    code = (
+        "import numpy as np, mindspore as ms\n"
+        "from mindspore import nn, dataset as ds\n"
+        "data = ds.NumpySlicesDataset({'x': np.random.rand(64, 4).astype(np.float32),"
+        " 'y': np.random.rand(64, 1).astype(np.float32)}, shuffle=False).batch(8)\n"
+        "net = nn.Dense(4, 1)\n"
+        "model = ms.train.Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.01))\n"
+        "model.train(2, data, callbacks=[ms.train.LossMonitor(100)])\n"
+    )
+    rank_dir = tmp_path / "rank-0"
+    rank_dir.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=rank_env(rank_dir), capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = pace_lines(rank_dir)
+    assert len(lines) == 15 and all(wait is None for _, _, wait in lines), lines  # 2 epochs of 8 steps, less one
+
+
+def test_the_agent_summarises_whole_lines_and_skips_what_does_not_parse() -> None:
+    block = b"1.0 1 0.100000 0.010000\n2.0 2 0.300000 0.020000\ngarbage\n3.0 3 0.200000 -\n"
+    steps = parse_pace(block)
+    assert steps == [(1, 0.1, 0.01), (2, 0.3, 0.02), (3, 0.2, None)]
+    assert summarise(steps) == {"steps": 3, "step": 3, "busy_s": 0.2, "wait_s": None}  # one wait unknown: none
+    assert summarise(steps[:2]) == {"steps": 2, "step": 2, "busy_s": 0.2, "wait_s": 0.015}
