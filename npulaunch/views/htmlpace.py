@@ -47,6 +47,7 @@ class Panel(NamedTuple):
     top: float
     height: float
     scale_s: float  # the value at the panel's top
+    highest_s: float  # the highest value drawn (above scale_s: drawn on the top edge)
 
 
 class Chart(NamedTuple):
@@ -62,34 +63,72 @@ class Chart(NamedTuple):
         return panel.top + panel.height * (1.0 - min(max(value, 0.0), panel.scale_s) / panel.scale_s)
 
 
-def pace_series(events: Sequence[Event]) -> Tuple[Dict[int, List[Point]], float]:
-    """Each rank's windows in time order, each at the middle of its window, and the windows' length. A
-    host's last window (sent when its ranks ended) may be shorter: it begins where the one before ended."""
-    series: Dict[int, List[Point]] = {}
+Spread = Tuple[int, float, float, float]  # a window's index from the start, its fastest, median, slowest rank
+
+
+class Paces(NamedTuple):
+    """What the chart draws: the ranks drawn one line each and, for a big job, every window's spread."""
+
+    ranks: int  # the ranks that reported steps
+    window_s: float
+    lines: Dict[int, List[Point]]  # rank -> its windows in time order
+    spread: Dict[str, List[Spread]]  # field -> the windows' spread, in order (a big job's; else empty)
+    waits: bool  # some rank's waits are known
+
+
+def pace_ranks(events: Sequence[Event]) -> Dict[str, int]:
+    """The ranks that reported steps in RANK_PACE windows, by the text the windows name them with."""
+    keys = set()
+    for event in events:
+        if event.kind is EventKind.RANK_PACE and isinstance(event.data.get("ranks"), dict):
+            keys.update(event.data["ranks"])
+    return {key: int(key) for key in keys if isinstance(key, str) and key.isdigit()}
+
+
+def read_paces(events: Sequence[Event], start: float, ranks: Dict[str, int], only: Optional[Sequence[int]]) -> Paces:
+    """Each rank's windows at the middle of their window (a host's last window, sent as its ranks ended, may
+    be shorter: it begins where the one before ended). ``only``: a big job's ranks drawn one line each;
+    every rank's window then goes into its window's spread instead."""
+    lines: Dict[int, List[Point]] = {}
+    binned: Dict[str, Dict[int, List[float]]] = {"busy_s": {}, "wait_s": {}}
+    own = None if only is None else {key for key, rank in ranks.items() if rank in only}
     sent: Dict[str, float] = {}
     window_s = 5.0
     for event in events:
-        if event.kind is not EventKind.RANK_PACE:
+        if event.kind is not EventKind.RANK_PACE or not isinstance(event.data.get("ranks"), dict):
             continue
-        data = event.data
         try:
-            window_s = float(data.get("window_s") or window_s)
+            window_s = float(event.data.get("window_s") or window_s)
         except (TypeError, ValueError):
             pass
         opened = max(event.time - window_s, sent.get(event.host, -math.inf))
         sent[event.host] = event.time
         middle = (opened + event.time) / 2.0
-        ranks = data.get("ranks")
-        for key, seen in (ranks if isinstance(ranks, dict) else {}).items():
+        index = int((middle - start) // window_s)
+        for key, seen in event.data["ranks"].items():
+            if key not in ranks:
+                continue
             try:
-                wait = seen.get("wait_s")
-                point = Point(middle, float(seen["busy_s"]), None if wait is None else float(wait))
-                series.setdefault(int(key), []).append(point)
+                busy, wait = float(seen["busy_s"]), seen.get("wait_s")
+                wait = None if wait is None else float(wait)
             except (AttributeError, KeyError, TypeError, ValueError):  # a damaged window: left out
                 continue
-    for points in series.values():
+            if own is not None:
+                binned["busy_s"].setdefault(index, []).append(busy)
+                if wait is not None:
+                    binned["wait_s"].setdefault(index, []).append(wait)
+                if key not in own:
+                    continue
+            lines.setdefault(ranks[key], []).append(Point(middle, busy, wait))
+    for points in lines.values():
         points.sort()
-    return series, window_s
+    spread = {
+        field: [(i, min(bins[i]), median(bins[i]), max(bins[i])) for i in sorted(bins)]
+        for field, bins in binned.items()
+        if bins
+    }
+    waits = bool(spread.get("wait_s")) or any(p.wait_s is not None for points in lines.values() for p in points)
+    return Paces(len(ranks), window_s, lines, spread, waits)
 
 
 def slow_records(summary: JobSummary, events: Sequence[Event]) -> List[Dict[str, Any]]:
@@ -106,8 +145,8 @@ def slow_records(summary: JobSummary, events: Sequence[Event]) -> List[Dict[str,
 def render_pace(summary: JobSummary, events: Sequence[Event], plan: Optional[Dict[str, Any]], e: Escape) -> str:
     """The "step time" section: the chart and its legend. When no rank reported a timed step: one line
     saying so if straggler detection was on, nothing if it was off (or the plan is unknown)."""
-    series, window_s = pace_series(events)
-    if not series:
+    ranks = pace_ranks(events)
+    if not ranks:
         if plan and plan.get("stragglers"):
             return (
                 "<section class='pace'><h2>step time</h2><p class='legend'>no rank reported a timed step (steps are "
@@ -117,44 +156,40 @@ def render_pace(summary: JobSummary, events: Sequence[Event], plan: Optional[Dic
             )
         return ""
     job = summary.job
-    start = job.start_time
-    span = max(job.end_time - start, 0.001)
     named = slow_records(summary, events)
     shown: Dict[int, str] = {}  # rank -> its colour, for the first MAX_NAMED ranks named
     for record in named:
-        if record["rank"] in series and record["rank"] not in shown and len(shown) < MAX_NAMED:
+        if record["rank"] in ranks.values() and record["rank"] not in shown and len(shown) < MAX_NAMED:
             shown[record["rank"]] = SLOW_COLOURS[len(shown) % len(SLOW_COLOURS)]
-    big = len(series) > MAX_LINES
-    busy = Panel("busy_s", "busy", TOP, BUSY_HEIGHT, _scale(series, "busy_s"))
-    panels = [busy]
-    if any(p.wait_s is not None for points in series.values() for p in points):
-        wait_scale = _scale(series, "wait_s")
-        panels.append(Panel("wait_s", "wait", TOP + BUSY_HEIGHT + GAP, WAIT_HEIGHT, wait_scale))
-    chart = Chart(start, span, window_s, tuple(panels))
+    big = len(ranks) > MAX_LINES
+    paces = read_paces(events, job.start_time, ranks, list(shown) if big else None)
+    panels = [Panel("busy_s", "busy", TOP, BUSY_HEIGHT, *_scale(paces, "busy_s"))]
+    if paces.waits:
+        panels.append(Panel("wait_s", "wait", TOP + BUSY_HEIGHT + GAP, WAIT_HEIGHT, *_scale(paces, "wait_s")))
+    chart = Chart(job.start_time, max(job.end_time - job.start_time, 0.001), paces.window_s, tuple(panels))
     height = int(panels[-1].top + panels[-1].height + 24)
     svg = [
         f"<svg xmlns='http://www.w3.org/2000/svg' class='pace' width='{LEFT + WIDTH + 20}' height='{height}' "
-        f"viewBox='0 0 {LEFT + WIDTH + 20} {height}' data-ranks='{len(series)}'>",
+        f"viewBox='0 0 {LEFT + WIDTH + 20} {height}' data-ranks='{paces.ranks}'>",
         f"<rect x='0' y='0' width='{LEFT + WIDTH + 20}' height='{height}' fill='#ffffff'/>",
     ]
     svg.extend(_time_axis(chart, e))
     svg.extend(_slow_spans(chart, named, shown, job.end_time))
     for panel in chart.panels:
-        svg.extend(_value_axis(chart, panel, series, e))
+        svg.extend(_value_axis(chart, panel, e))
         if big:
-            svg.extend(_band(chart, panel, series))
-        else:
-            for rank in sorted(r for r in series if r not in shown):
-                svg.extend(_line(chart, panel, rank, series[rank], PEER_COLOUR, False, e))
+            svg.extend(_band(chart, panel, paces.spread.get(panel.field, [])))
+        for rank in sorted(r for r in paces.lines if r not in shown):
+            svg.extend(_line(chart, panel, rank, paces.lines[rank], PEER_COLOUR, False, e))
         for rank, colour in shown.items():
-            svg.extend(_line(chart, panel, rank, series[rank], colour, True, e))
+            svg.extend(_line(chart, panel, rank, paces.lines.get(rank, []), colour, True, e))
     svg.extend(_labels(chart, named, shown, e))
     svg.append("</svg>")
     return (
         "<section class='pace'><h2>step time</h2>"
-        + _intro(summary, named, shown, window_s, e)
+        + _intro(summary, named, shown, paces.window_s, e)
         + "\n".join(svg)
-        + _legend(big, len(series), len(chart.panels) > 1, shown, e)
+        + _legend(big, paces.ranks, len(chart.panels) > 1, shown, e)
         + "</section>"
     )
 
@@ -202,18 +237,21 @@ def _legend(big: bool, ranks: int, waits: bool, shown: Dict[int, str], e: Escape
     return f"<p class='legend'>{e('; '.join(said))}</p>"
 
 
-def _scale(series: Dict[int, List[Point]], field: str) -> float:
-    """The value at a panel's top: a round value above what is drawn, leaving out each rank's first window
-    when it has three or more (the first steps compile and warm up); a higher value is drawn on the top."""
+def _scale(paces: Paces, field: str) -> Tuple[float, float]:
+    """A panel's top, a round value above what is drawn, and the highest value drawn. The top leaves out
+    each rank's first window when it has three or more (the first steps compile and warm up): a higher
+    value is drawn on the top edge."""
     values: List[float] = []
-    for points in series.values():
-        later = points[1:] if len(points) >= 3 else points
-        values.extend(v for v in (getattr(p, field) for p in later) if v is not None)
-    highest = max(values, default=0.0)
-    if highest <= 0:
-        return 0.001
-    step = round_step(highest / 4.0)
-    return math.ceil(highest * 1.05 / step) * step
+    highest = 0.0
+    spread = [high for _, _, _, high in paces.spread.get(field, [])]
+    for points in [spread] + [_values(points, field) for points in paces.lines.values()]:
+        values.extend(points[1:] if len(points) >= 3 else points)
+        highest = max([highest] + points)
+    top = max(values, default=0.0)
+    if top <= 0:
+        return 0.001, highest
+    step = round_step(top / 4.0)
+    return math.ceil(top * 1.05 / step) * step, highest
 
 
 def round_step(raw: float) -> float:
@@ -222,11 +260,12 @@ def round_step(raw: float) -> float:
     return next(m * power for m in (1.0, 2.0, 5.0, 10.0) if m * power >= raw * (1 - 1e-9))
 
 
-def value_text(seconds: float, step_s: float = 0.0) -> str:
-    """A time per step: "128 ms", "0.25 ms", "1.5 s", with the decimals its step needs."""
-    in_ms = (step_s or seconds) < 1.0
+def value_text(seconds: float, step_s: float = 0.0, top_s: float = 0.0) -> str:
+    """A time per step: "128 ms", "0.4 ms", "1.5 s". An axis label is in the unit of the panel's top
+    (``top_s``) with the decimals its step needs; a lone value in its own unit, with three figures."""
+    in_ms = (top_s or seconds) < 1.0
     value = seconds * 1000.0 if in_ms else seconds
-    step = (step_s * 1000.0 if in_ms else step_s) or value
+    step = (step_s * 1000.0 if in_ms else step_s) if step_s else value / 100.0
     decimals = max(0, -int(math.floor(math.log10(step) + 1e-9))) if step > 0 else 0
     return f"{value:.{decimals}f} {'ms' if in_ms else 's'}"
 
@@ -242,7 +281,7 @@ def _time_axis(chart: Chart, e: Escape) -> List[str]:
     return parts
 
 
-def _value_axis(chart: Chart, panel: Panel, series: Dict[int, List[Point]], e: Escape) -> List[str]:
+def _value_axis(chart: Chart, panel: Panel, e: Escape) -> List[str]:
     """The panel's title, its round values on the left with light lines across, and a note when a value is
     off the top."""
     step = round_step(panel.scale_s / (4.0 if panel.height > 100 else 2.0))
@@ -254,18 +293,18 @@ def _value_axis(chart: Chart, panel: Panel, series: Dict[int, List[Point]], e: E
     for i in range(count + 1):
         ty = chart.y(panel, i * step)
         parts.append(f"<line x1='{LEFT}' y1='{ty:.1f}' x2='{LEFT + WIDTH}' y2='{ty:.1f}' stroke='#eeeeee'/>")
-        label = e(value_text(i * step, step))
+        label = e(value_text(i * step, step, panel.scale_s))
         parts.append(f"<text x='{LEFT - 6}' y='{ty + 4:.1f}' class='axis' text-anchor='end'>{label}</text>")
-    highest = max((v for points in series.values() for v in _values(points, panel.field)), default=0.0)
-    if highest > panel.scale_s:
+    if panel.highest_s > panel.scale_s:
         parts.append(
             f"<text x='{LEFT + 4}' y='{panel.top + 11:.0f}' class='axis'>↑ off the scale: up to "
-            f"{e(value_text(highest))} (the first steps)</text>"
+            f"{e(value_text(panel.highest_s))} (the first steps)</text>"
         )
     return parts
 
 
 def _values(points: Sequence[Point], field: str) -> List[float]:
+    """A rank's figures of one field, the unknown ones left out."""
     return [v for v in (getattr(p, field) for p in points) if v is not None]
 
 
@@ -308,21 +347,14 @@ def _line(
     return svg
 
 
-def _band(chart: Chart, panel: Panel, series: Dict[int, List[Point]]) -> List[str]:
-    """A big job: every window's fastest to slowest rank as a grey band, and the median rank as a line; the
-    windows are binned by time (each host sends its own)."""
-    bins: Dict[int, List[float]] = {}
-    for points in series.values():
-        for point in points:
-            value = getattr(point, panel.field)
-            if value is not None:
-                bins.setdefault(int((point.time - chart.start) // chart.window_s), []).append(value)
-    runs: List[List[Tuple[float, float, float, float]]] = [[]]
-    for index in sorted(bins):
-        values = bins[index]
-        if runs[-1] and index - runs[-1][-1][0] > 1:
+def _band(chart: Chart, panel: Panel, spread: Sequence[Spread]) -> List[str]:
+    """A big job: every window's fastest to slowest rank as a grey band, and the median rank as a line (each
+    host sends its own windows: they are binned by time); cut where no rank reported a step."""
+    runs: List[List[Spread]] = [[]]
+    for window in spread:
+        if runs[-1] and window[0] - runs[-1][-1][0] > 1:
             runs.append([])
-        runs[-1].append((index, min(values), median(values), max(values)))
+        runs[-1].append(window)
     tip = "the fastest to the slowest rank in each window; the median"
     svg = [f"<g class='pace-band' data-panel='{panel.title}'><title>{tip}</title>"]
     for run in (r for r in runs if r):
