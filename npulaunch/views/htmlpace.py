@@ -46,7 +46,8 @@ class Panel(NamedTuple):
     title: str
     top: float
     height: float
-    scale_s: float  # the value at the panel's top
+    scale_s: float  # the value at the panel's top: a multiple of step_s
+    step_s: float  # between the value axis's labels
     highest_s: float  # the highest value drawn (above scale_s: drawn on the top edge)
 
 
@@ -163,9 +164,9 @@ def render_pace(summary: JobSummary, events: Sequence[Event], plan: Optional[Dic
             shown[record["rank"]] = SLOW_COLOURS[len(shown) % len(SLOW_COLOURS)]
     big = len(ranks) > MAX_LINES
     paces = read_paces(events, job.start_time, ranks, list(shown) if big else None)
-    panels = [Panel("busy_s", "busy", TOP, BUSY_HEIGHT, *_scale(paces, "busy_s"))]
+    panels = [Panel("busy_s", "busy", TOP, BUSY_HEIGHT, *_scale(paces, "busy_s", 5))]
     if paces.waits:
-        panels.append(Panel("wait_s", "wait", TOP + BUSY_HEIGHT + GAP, WAIT_HEIGHT, *_scale(paces, "wait_s")))
+        panels.append(Panel("wait_s", "wait", TOP + BUSY_HEIGHT + GAP, WAIT_HEIGHT, *_scale(paces, "wait_s", 3)))
     chart = Chart(job.start_time, max(job.end_time - job.start_time, 0.001), paces.window_s, tuple(panels))
     height = int(panels[-1].top + panels[-1].height + 24)
     svg = [
@@ -237,8 +238,9 @@ def _legend(big: bool, ranks: int, waits: bool, shown: Dict[int, str], e: Escape
     return f"<p class='legend'>{e('; '.join(said))}</p>"
 
 
-def _scale(paces: Paces, field: str) -> Tuple[float, float]:
-    """A panel's top, a round value above what is drawn, and the highest value drawn. The top leaves out
+def _scale(paces: Paces, field: str, intervals: int) -> Tuple[float, float, float]:
+    """A panel's top (a round value above what is drawn, cut in about ``intervals`` round steps), the step,
+    and the highest value drawn. The top leaves out
     each rank's first window when it has three or more (the first steps compile and warm up): a higher
     value is drawn on the top edge."""
     values: List[float] = []
@@ -249,9 +251,9 @@ def _scale(paces: Paces, field: str) -> Tuple[float, float]:
         highest = max([highest] + points)
     top = max(values, default=0.0)
     if top <= 0:
-        return 0.001, highest
-    step = round_step(top / 4.0)
-    return math.ceil(top * 1.05 / step) * step, highest
+        return 0.001, 0.001, highest
+    step = round_step(top / intervals)
+    return math.ceil(top * 1.05 / step) * step, step, highest
 
 
 def round_step(raw: float) -> float:
@@ -284,7 +286,7 @@ def _time_axis(chart: Chart, e: Escape) -> List[str]:
 def _value_axis(chart: Chart, panel: Panel, e: Escape) -> List[str]:
     """The panel's title, its round values on the left with light lines across, and a note when a value is
     off the top."""
-    step = round_step(panel.scale_s / (4.0 if panel.height > 100 else 2.0))
+    step = panel.step_s
     parts = [
         f"<text x='6' y='{panel.top + 12:.0f}' class='label'>{e(panel.title)}</text>",
         f"<text x='6' y='{panel.top + 26:.0f}' class='axis'>per step</text>",
