@@ -199,10 +199,11 @@ def _intro(summary: JobSummary, named: List[Dict[str, Any]], shown: Dict[int, st
     attempts = len(summary.attempts or ())
     which = f"attempt {attempts}, the last: seconds since it began" if attempts > 1 else "seconds since the job began"
     said = f"{which}; each point is the median of a {window_s:g} s window of steps. "
-    if not named:
+    labels = [slow_label(record) for record in named if record["rank"] in shown]
+    if labels:
+        said += "; ".join(labels) + "."
+    elif not named:
         said += "No rank was named slower than its peers."
-    else:
-        said += "; ".join(slow_label(record) for record in named) + "."
     left_out = len({r["rank"] for r in named} - set(shown))
     if left_out:
         said += f" ({left_out} more named slow rank{'s are' if left_out != 1 else ' is'} not drawn.)"
