@@ -19,6 +19,7 @@ from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.records import RankResult, RankState
 from npulaunch.host.spec import HELPER_RANK, process_name
 from npulaunch.views.htmlattempts import render_attempts
+from npulaunch.views.htmlpace import render_pace
 from npulaunch.views.reporttext import code_lines
 from npulaunch.views.timeaxis import time_ticks
 
@@ -63,6 +64,7 @@ def render_html(summary: JobSummary, events: Sequence[Event], plan: Optional[Dic
         _brief(summary, plan),
         render_attempts(summary, _e),
         _timeline(summary, events),
+        render_pace(summary, events, plan, _e),
         _root_cause(summary),
         _warnings(plan),
         f"<script>{_SCRIPT}</script>",
@@ -376,4 +378,7 @@ svg text.axis { font-size: 11px; fill: #777; } svg text.label { font-size: 12px;
 _SCRIPT = (
     "document.body.dataset.ranksDrawn = document.querySelectorAll('svg.timeline g.rank:not(.helper)').length;"
     "document.body.dataset.failureMarkers = document.querySelectorAll('svg.timeline g.marker.failure').length;"
+    "document.body.dataset.paceLines = document.querySelectorAll('svg.pace g.pace-rank[data-panel=busy]').length;"
+    "document.body.dataset.paceSlow = document.querySelectorAll('svg.pace g.pace-rank.slow[data-panel=busy]').length;"
+    "document.body.dataset.paceBands = document.querySelectorAll('svg.pace g.pace-band').length;"
 )

@@ -209,3 +209,42 @@ def test_both_time_axes_tick_on_round_values(job: str, request: pytest.FixtureRe
         assert len(steps) == 1, values
         (step,) = steps
         assert round(step / 10 ** math.floor(math.log10(step)), 6) in (1, 2, 5), values
+
+
+# issue 36: the step-time chart of a real job whose rank 2 works twice as long a step as the others
+PACED = (
+    "import os, time\nfrom npulaunch.host.pace import step\nslow = os.environ['RANK_ID'] == '2'\n"
+    "end = time.time() + 16\nwhile time.time() < end:\n    time.sleep(0.04 if slow else 0.02)\n    step()\n"
+)
+
+
+@pytest.fixture(scope="module")
+def paced_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Each rank marks its steps (as ``npulaunch.session.step()`` does); the agent sends rank_pace windows."""
+    extra = "rank_table: none\nmonitor: {health_interval_s: 0}\n"
+    return run_job(tmp_path_factory.mktemp("paced"), "paced", PACED, extra, 0)
+
+
+def test_a_real_job_s_chart_draws_every_window_and_marks_the_slow_rank(paced_job: Path) -> None:
+    records = [json.loads(line) for line in (paced_job / "attempt-1" / "events.jsonl").read_text().splitlines()]
+    windows = [r for r in records if r["kind"] == "rank_pace"]
+    assert len(windows) >= 3 and any(r["kind"] == "rank_slow" and r["rank"] == 2 for r in records)
+    page = (paced_job / "report.html").read_text()
+    section = re.search(r"<section class='pace'>.*?</section>", page, re.S)
+    assert section is not None
+    # one line per rank, with a point for each window that rank reported in (events.jsonl's, all of them)
+    for rank in range(4):
+        group = re.search(
+            rf"<g class='pace-rank[ a-z]*' data-rank='{rank}' data-panel='busy'>.*?</g>", section.group(0), re.S
+        )
+        assert group is not None
+        drawn = sum(len(p.split()) for p in re.findall(r"points='([^']*)'", group.group(0)))
+        drawn += group.group(0).count("<circle")
+        assert drawn == sum(1 for w in windows if str(rank) in w["ranks"]), rank
+    assert re.search(r"class='slow-label' data-rank='2'[^>]*>rank 2: \d\.\d× slower since step \d+</text>", page)
+    assert "data-panel='wait'" not in section.group(0)  # session steps without timed collectives: no wait known
+    # Chromium runs the page's script: four lines, one of them marked slow, no band
+    dom = browse("--dump-dom", (paced_job / "report.html").as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'data-pace-lines="4"' in dom.stdout and 'data-pace-slow="1"' in dom.stdout
+    assert 'data-pace-bands="0"' in dom.stdout and "Uncaught" not in dom.stderr
