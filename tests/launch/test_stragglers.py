@@ -89,7 +89,9 @@ class SlowDown(threading.Thread):
                     pass
 
 
-def run_job(path: Path, slow: Optional[SlowDown] = None, watch_status: bool = False) -> Dict[str, Any]:
+def run_job(
+    path: Path, slow: Optional[SlowDown] = None, watch_status: bool = False, env: Optional[Dict[str, str]] = None
+) -> Dict[str, Any]:
     """Run the job (with the slow-down going); with ``watch_status``, poll `npulaunch status` while it runs
     and keep the first output that marks a rank SLOW."""
     require(importlib.util.find_spec("torch") is not None, "torch (pip install -e '.[torch]')")
@@ -112,7 +114,7 @@ def run_job(path: Path, slow: Optional[SlowDown] = None, watch_status: bool = Fa
     if watch_status:
         poller.start()
     try:
-        result = run_cli("run", "--no-live", str(path), timeout=300)
+        result = run_cli("run", "--no-live", str(path), timeout=300, env=env, standins=env is not None)
     finally:
         done.set()
         if slow is not None:
@@ -125,12 +127,20 @@ def run_job(path: Path, slow: Optional[SlowDown] = None, watch_status: bool = Fa
 
 
 def test_a_rank_slowed_from_outside_is_named_while_the_job_runs(tmp_path: Path, marker: str) -> None:
+    # the npu-smi stand-in says NPU 2 runs at 800 MHz under load (others at their rated 1800): the evidence
+    perf = tmp_path / "perf"
+    perf.write_text("2 aicore_mhz=800 usage=90\n")
+    path = job_yaml(tmp_path, marker, 700)
+    path.write_text(path.read_text().replace("health_interval_s: 0", "health_interval_s: 1"))
     slow = SlowDown(tmp_path, marker, [2], stopped=0.75)
-    job = run_job(job_yaml(tmp_path, marker, 700), slow, watch_status=True)
+    job = run_job(path, slow, watch_status=True, env={"NPU_STANDIN_PERF": str(perf)})
     assert job["result"].returncode == 0, job["result"].stderr
     named = job["summary"]["stragglers"]
     assert [(s["rank"], s["device"], s["host"]) for s in named] == [(2, 2, "localhost")], named
-    assert named[0]["factor"] >= 1.15 and named[0]["evidence"]["wait_s"] < named[0]["evidence"]["peers_wait_s"]
+    evidence = named[0]["evidence"]
+    assert named[0]["factor"] >= 1.15 and evidence["wait_s"] < evidence["peers_wait_s"]
+    assert evidence["npu"] == ["NPU 2 AI Core frequency 800 MHz, throttled below its rated 1800 MHz (others 1800)"]
+    assert evidence["cpus"] >= 1 and evidence["load1"] is not None
     assert slow.began is not None and named[0]["since"] >= slow.began - 6.0  # where it began, give or take a window
     first = [e for e in job["events"] if e["kind"] == "rank_slow"][0]
     assert first["time"] - slow.began < 60, first  # named within a minute of the slow-down
@@ -138,7 +148,8 @@ def test_a_rank_slowed_from_outside_is_named_while_the_job_runs(tmp_path: Path, 
     row = next(line for line in job["status"][0].splitlines() if " SLOW " in line)
     assert row.split()[0] == "2", job["status"][0]
     assert "slow: rank 2 (host localhost, NPU 2)" in job["status"][0]
-    assert "slow rank: rank 2 (host localhost, NPU 2)" in job["result"].stderr + job["result"].stdout
+    console = job["result"].stderr + job["result"].stdout
+    assert "slow rank: rank 2 (host localhost, NPU 2)" in console and "throttled below its rated" in console
     report = run_cli("report", str(job["dir"]), timeout=30).stdout
     assert "slow rank: rank 2 (host localhost, NPU 2)" in report
 
