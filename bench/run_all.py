@@ -33,6 +33,7 @@ BENCHMARKS: List[Tuple[str, List[str], List[str], bool]] = [
     ("recovery", [], ["--smoke"], True),  # its SSH rows need root (full run only); without, local rows only
     ("health_watch", [], ["--smoke"], False),
     ("torch_start", [], ["--smoke"], True),  # torch ranks to their first all-reduce; needs torch in python3
+    ("straggler", [], ["--smoke"], True),  # straggler detection's cost and time to named; torch; cgroup rows: root
 ]
 
 

@@ -3,6 +3,8 @@ tables, so they cannot rot. Their numbers are not judged here (bench/README.md h
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -22,7 +24,7 @@ def test_every_benchmark_runs_in_smoke_mode(tmp_path: Path) -> None:
         cwd=str(ROOT),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=420,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for name in ("compare.md", "goals.md", "plan_scale.md", "injection_cost.md", "ssh_startup.md", "log_path.md"):
@@ -36,3 +38,11 @@ def test_every_benchmark_runs_in_smoke_mode(tmp_path: Path) -> None:
     assert "| 64 | 8 | 512 |" in (tmp_path / "plan_scale.md").read_text()
     log_path = (tmp_path / "log_path.md").read_text()  # the log path before and after: two kinds of lines, two trees
     assert "| plain | this tree |" in log_path and "| training | base (" in log_path, log_path
+    straggler = (tmp_path / "straggler.md").read_text()  # the hook alone, the job on/off, time to named
+    if importlib.util.find_spec("torch") is None:
+        assert "Skipped: torch is not importable" in straggler, straggler
+        return
+    assert "| tiny, 64 -> 64, batch 32 |" in straggler and "| on (warn) | 1 |" in straggler, straggler
+    assert "Ranks named in the clean runs with detection on: none" in straggler, straggler
+    if os.geteuid() == 0:  # the slowdown is a cgroup CPU quota
+        assert re.search(r"\| 100 % \(2x\) \| 1 \| [01] \|", straggler), straggler
