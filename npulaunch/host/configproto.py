@@ -263,8 +263,12 @@ _stack_file = None  # kept open: faulthandler writes to its descriptor from a si
 
 def register_stack_dump() -> bool:
     """Let npulaunch ask for this process's Python stacks (written to rank-N/stacks-<pid>.txt)
-    before it stops a hung job. Returns False outside npulaunch or where it is not possible."""
+    before it stops a hung job. Returns False outside npulaunch or where it is not possible (never
+    raises: a full disk must not fail the rank). True also when the injection hook's copy of this file
+    registered this process already."""
     global _stack_file
+    if any(getattr(other, "_stack_file", None) is not None for other in _other_copies()):
+        return True
     rank_dir = os.environ.get(RANK_DIR_VAR)
     if _stack_file is not None or not rank_dir or not os.path.isdir(rank_dir) or not hasattr(os, "getpid"):
         return _stack_file is not None
@@ -275,10 +279,21 @@ def register_stack_dump() -> bool:
         return False
     try:  # the rank's first Python process claims it; its Python children do not
         marker = os.open(os.path.join(rank_dir, STACK_SIGNAL_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
+    except OSError:  # claimed already, or the directory cannot take it
         return False
-    _stack_file = open_private(os.path.join(rank_dir, "stacks-%d.txt" % os.getpid()), "w")
-    faulthandler.register(STACK_DUMP_SIGNAL, file=_stack_file, all_threads=True, chain=False)
-    os.write(marker, ("%d %d\n" % (os.getpid(), STACK_DUMP_SIGNAL)).encode())
-    os.close(marker)
+    try:
+        _stack_file = open_private(os.path.join(rank_dir, "stacks-%d.txt" % os.getpid()), "w")
+        faulthandler.register(STACK_DUMP_SIGNAL, file=_stack_file, all_threads=True, chain=False)
+        os.write(marker, ("%d %d\n" % (os.getpid(), STACK_DUMP_SIGNAL)).encode())
+    except OSError:
+        return _stack_file is not None
+    finally:
+        os.close(marker)
     return True
+
+
+def _other_copies() -> List[Any]:
+    """This file loaded under its other name in this process (the package's, the injection hook's)."""
+    here = sys.modules.get(__name__)
+    found = [sys.modules.get(name) for name in ("npulaunch.host.configproto", "_npulaunch_configproto")]
+    return [module for module in found if module is not None and module is not here]

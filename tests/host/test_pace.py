@@ -189,3 +189,26 @@ def test_the_agent_summarises_whole_lines_and_skips_what_does_not_parse() -> Non
     assert steps == [(1, 0.1, 0.01), (2, 0.3, 0.02), (3, 0.2, None)]
     assert summarise(steps) == {"steps": 3, "step": 3, "busy_s": 0.2, "wait_s": None}  # one wait unknown: none
     assert summarise(steps[:2]) == {"steps": 2, "step": 2, "busy_s": 0.2, "wait_s": 0.015}
+
+
+def test_on_a_remote_host_the_hooks_load_from_inside_the_agents_zip_application(tmp_path: Path) -> None:
+    # a remote rank's PYTHONPATH holds the injection directory inside agent.pyz (launch/fleet/ship.py): the hook
+    # loads pace.py and configproto.py from the archive, patches torch and registers the stack dump, silently
+    require(importlib.util.find_spec("torch") is not None, "torch (pip install -e '.[torch]')")
+    from npulaunch.launch.fleet.ship import build_agent_zip
+
+    archive = tmp_path / "agent.pyz"
+    build_agent_zip(str(archive))
+    rank_dir = tmp_path / "rank-0"
+    rank_dir.mkdir()
+    env = rank_env(rank_dir)
+    env["PYTHONPATH"] = str(archive / "npulaunch" / "host" / "inject")
+    code = (
+        "import sys, torch.distributed as dist, torch.nn.parallel.distributed as ddp\n"
+        "print(sys.modules['sitecustomize'].__file__.startswith(%r), dist.all_reduce._npulaunch, "
+        "ddp.DistributedDataParallel.forward._npulaunch)\n" % str(archive)
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["True", "True", "True"], done.stdout + done.stderr
+    assert done.stderr == ""  # no "could not hook" warning
+    assert sorted(p.name.split("-")[0] for p in rank_dir.iterdir()) == ["stack", "stacks"]  # the dump registered

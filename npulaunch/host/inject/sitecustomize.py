@@ -35,7 +35,32 @@ def _load(name, path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]  # no half-made module for the next caller
+        raise
+    return module
+
+
+def _load_sibling(name, filename):
+    """npulaunch's own ``host/<filename>`` as module ``name``: from the file beside this directory, or,
+    on a remote host, from inside the agent's zip application this directory is then part of."""
+    path = os.path.join(os.path.dirname(_HERE), filename)
+    if os.path.isfile(path):
+        return _load(name, path)
+    import types
+    import zipimport
+
+    source = zipimport.zipimporter(os.path.dirname(path)).get_data(path).decode("utf-8")
+    module = types.ModuleType(name)
+    module.__file__ = path
+    sys.modules[name] = module
+    try:
+        exec(compile(source, path, "exec"), module.__dict__)
+    except BaseException:
+        del sys.modules[name]
+        raise
     return module
 
 
@@ -53,16 +78,14 @@ def _session_helper():
     return (
         sys.modules.get("npulaunch.host.configproto")
         or sys.modules.get("_npulaunch_configproto")
-        or _load("_npulaunch_configproto", os.path.join(os.path.dirname(_HERE), "configproto.py"))
+        or _load_sibling("_npulaunch_configproto", "configproto.py")
     )
 
 
 def _pace():
     """npulaunch's pace recorder (host/pace.py), loaded privately: one copy per process, which the
     package's own module defers to when the script imports it."""
-    return sys.modules.get("_npulaunch_pace") or _load(
-        "_npulaunch_pace", os.path.join(os.path.dirname(_HERE), "pace.py")
-    )
+    return sys.modules.get("_npulaunch_pace") or _load_sibling("_npulaunch_pace", "pace.py")
 
 
 def _patch_session(module):
@@ -151,4 +174,7 @@ if _TARGETS:
     sys.meta_path.insert(0, _Finder())
 atexit.register(_at_exit)
 if os.environ.get("NPULAUNCH_RANK_DIR"):  # let npulaunch ask a hung rank for its Python stacks
-    _session_helper().register_stack_dump()
+    try:
+        _session_helper().register_stack_dump()
+    except Exception:  # never the rank's failure (an unreadable helper, a full disk)
+        pass
