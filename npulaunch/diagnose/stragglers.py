@@ -15,9 +15,12 @@ The rule (robust, and a change point rather than one reading):
   slow rank is the one the others wait for;
 - the ratios go into a CUSUM, Page's change-point test (FALCON detects fail-slow iteration times by
   change-point detection too, arXiv 2410.12588): each window adds its ratio less a reference level just
-  under the factor (1.15 for 1.2), never going below 0, and a rank is named when the sum reaches a
-  decision level (0.3 for 1.2) over at least MIN_WINDOWS windows. A rank exactly at the factor is named
-  in about six windows (30 s), one twice as slow in two (10 s); noise around 1.0 drifts back to 0.
+  under the factor (1.15 for 1.2), at most the decision level a window, never going below 0, and a rank
+  is named when the sum reaches a decision level (0.3 for 1.2) with at least MIN_WINDOWS slow windows.
+  A rank exactly at the factor is named in about six windows (30 s), one twice as slow in two (10 s);
+  noise around 1.0 drifts back to 0, and one spike (a checkpoint, a pause) is forgotten in two windows;
+- the last window of an attempt (sent once the ranks have ended: partial, with their last work) is drawn
+  but not judged;
   MindCluster's slow-node detection wants consecutive anomalies the same way (``nConsecAnomaliesSignifySlow
   3``, Ascend/mind-cluster component/ascend-faultdiag-online/pkg/algo_src/slownode/nodelevel/
   node_level_algo_constants.go);
@@ -103,6 +106,8 @@ class StragglerDetector:
             )
             del pace.windows[:-64]
             fresh.append(pace)
+        if data.get("final"):  # the ranks have ended: a partial window of their last work, drawn but not judged
+            return []
         return [change for pace in fresh for change in self._judge(pace, now)]
 
     def _peers(self, pace: RankPace, now: float) -> List[Window]:
@@ -125,12 +130,13 @@ class StragglerDetector:
         waits_less = mine.wait_s is None or peer_wait is None or mine.wait_s <= peer_wait
         if not waits_less or mine.busy_s - peer_busy < MIN_GAP_S:
             ratio = min(ratio, 1.0)  # not the one the others wait for: no evidence of slowness
-        # CUSUM (Page's change-point test) of the ratio over the reference level: one window far above the
-        # factor, or several a little above it, add up to the decision level; windows below take it back
-        pace.rise = max(0.0, pace.rise + ratio - self.reference)
+        # CUSUM (Page's change-point test) of the ratio over the reference level: windows far above the
+        # factor, or several a little above it, add up to the decision level; windows below take it back. One
+        # window adds at most the decision level: a single spike (a checkpoint, a GC pause) is forgotten again.
+        pace.rise = max(0.0, pace.rise + min(ratio - self.reference, self.decision))
         if pace.rise == 0.0:
             pace.run_start, pace.run = None, 0
-        else:
+        elif ratio > self.reference:  # a slow window: the slowness began at the first of them
             pace.run_start = pace.run_start or mine
             pace.run += 1
         pace.fall = max(0.0, pace.fall + self.release - ratio) if pace.named is not None else 0.0

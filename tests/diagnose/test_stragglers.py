@@ -120,3 +120,13 @@ def test_stragglers_of_the_events_keep_the_last_word_of_each() -> None:
 
     found = stragglers_of([event("slow"), Event(EventKind.PROGRESS, "j", "h1", 0, {}), event("recovered", until=40.0)])
     assert found == [dict(record, state="recovered", until=40.0, rank=2, host="h1")]
+
+
+def test_the_last_window_of_an_attempt_is_not_judged() -> None:
+    # sent when the ranks have ended: a few steps and whatever rank 0 does last (saving the model)
+    windows = [window([0.1, 0.1, 0.1, 0.1], 50 * (i + 1)) for i in range(4)]
+    windows += [dict(window([0.3, 0.1, 0.1, 0.1], 220), final=True)]
+    det = detector()
+    det.feed("h1", window([0.25, 0.1, 0.1, 0.1], 10), 990.0)  # a first slow window: the rise is already begun
+    assert run(det, windows) == []
+    assert len(det.paces[0].windows) == 6  # kept (the chart draws it), not judged

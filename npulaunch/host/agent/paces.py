@@ -5,7 +5,9 @@ Python 3.7+.
 
 An event's data: ``ranks`` {rank (text): {"steps": steps in the window, "step": the last one,
 "busy_s": median busy time, "wait_s": median wait (None when the rank's hook cannot tell)}},
-``window_s``, ``load1`` (/proc/loadavg, None elsewhere) and ``cpus`` (the CPUs this agent may use).
+``window_s``, ``load1`` (/proc/loadavg, None elsewhere), ``cpus`` (the CPUs this agent may use), and
+``final`` (true on the last window, sent when the ranks have ended: partial, and holding whatever a rank
+does last, such as rank 0 saving the model).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ class Paces:
     def close(self) -> None:
         """The last window (what the ranks wrote since the last event), then the files are let go."""
         self._read()
-        self._send(self._clock())
+        self._send(self._clock(), final=True)
         for tail in self._tails.values():
             tail.close()
         self._tails.clear()
@@ -67,7 +69,7 @@ class Paces:
             if block:
                 self._window.setdefault(rank, []).extend(parse_pace(block))
 
-    def _send(self, now: float) -> None:
+    def _send(self, now: float, final: bool = False) -> None:
         self._due = now + self.window_s
         ranks = {str(rank): summarise(steps) for rank, steps in sorted(self._window.items()) if steps}
         self._window.clear()
@@ -81,6 +83,7 @@ class Paces:
             window_s=round(self.window_s, 3),
             load1=load1,
             cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            **({"final": True} if final else {}),
         )
 
 
