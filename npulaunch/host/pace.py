@@ -8,9 +8,11 @@ moment its gradients were ready until the collective that needs every rank finis
 is busy longer; its peers wait longer.
 
 Where the numbers come from:
-- torch DDP, with no change to the script: a communication hook (DDP's public ``register_comm_hook``)
-  sees each gradient bucket become ready and its all-reduce finish. A script's own hook keeps working:
-  it is called from npulaunch's, which only takes the times.
+- torch DDP, with no change to the script: each parameter's gradient-accumulated hook (torch 2.1 and
+  later) tells when backward has every gradient ready, and a callback queued behind DDP's own at the end of
+  backward when DDP has waited for its all-reduces (DdpBackward; DDP's C++ all-reduce and a script's own
+  communication hook are left alone). On older torch, a communication hook (DDP's ``register_comm_hook``)
+  sees each bucket become ready and its all-reduce finish, and calls a script's own hook.
 - torch without DDP: the synchronous collectives of ``torch.distributed`` are timed (the wait), and
   the script marks its steps with ``npulaunch.session.step()``.
 - TensorFlow's MonitoredSession (Estimator, MonitoredTrainingSession) and MindSpore's ``Model.train``:
@@ -202,9 +204,57 @@ class DdpSteps(object):
             self._recorder.framework_step(ready - previous, now - ready)
 
 
+class DdpBackward(object):
+    """One DDP model's steps without a communication hook, so DDP's own C++ all-reduce stays (it divides the
+    gradients while copying them into its buckets; a Python hook needs a pass of its own for that): each
+    parameter's gradient-accumulated hook tells when backward produced it (the last one: every bucket is
+    ready), and a callback queued behind DDP's own at the end of backward tells when DDP has waited for every
+    all-reduce. A backward under ``no_sync()`` (no all-reduce) is part of the next synchronised step."""
+
+    def __init__(self, found, model):
+        self._recorder = found
+        self._model = model
+        self._last_ready = None
+        self._previous_end = None
+        self._queued = False
+
+    def watch(self, parameters):
+        for parameter in parameters:
+            if parameter.requires_grad:
+                parameter.register_post_accumulate_grad_hook(self._accumulated)
+
+    def _accumulated(self, parameter):
+        self._last_ready = time.perf_counter()
+        if not self._queued:  # the first gradient of this backward: at its end, queue the real callback
+            self._queued = True
+            _engine().queue_callback(self._behind_ddp)
+
+    def _behind_ddp(self):
+        # DDP queued its finalize (which waits for every all-reduce) during backward, after this one was:
+        # a callback queued now runs after it
+        _engine().queue_callback(self._ended)
+
+    def _ended(self):
+        now = time.perf_counter()
+        self._queued = False
+        if not getattr(self._model, "require_backward_grad_sync", True):
+            return  # no_sync(): nothing was all-reduced; this work is part of the next step's
+        ready, self._last_ready = self._last_ready, None
+        previous, self._previous_end = self._previous_end, now
+        if previous is not None and ready is not None:  # the first step's busy time would include the start-up
+            self._recorder.framework_step(ready - previous, now - ready)
+
+
+def _engine():
+    import torch
+
+    return torch.autograd.Variable._execution_engine
+
+
 def time_ddp(module):
-    """Give every DistributedDataParallel model npulaunch's communication hook (at its first forward),
-    which times each step and calls the script's own hook, or DDP's all-reduce when it has none."""
+    """Time every step of the first DistributedDataParallel model (from its first forward): with gradient
+    hooks (DdpBackward, torch 2.1 and later), else with npulaunch's communication hook, which calls the
+    script's own hook, or DDP's all-reduce when it has none."""
     found = recorder()
     ddp = getattr(module, "DistributedDataParallel", None)
     if found is None or ddp is None or getattr(ddp.forward, "_npulaunch", False):
@@ -215,7 +265,10 @@ def time_ddp(module):
         (n for n in ("register_builtin_comm_hook", "_register_builtin_comm_hook") if hasattr(ddp, n)), None
     )
     original_builtin = getattr(ddp, builtin_name) if builtin_name else None
-    steps = []  # the first model's DdpSteps: a second model (a GAN's) is not counted twice
+    steps = []  # the first model's timer: a second model (a GAN's) is not counted twice
+    import torch
+
+    by_gradients = hasattr(torch.Tensor, "register_post_accumulate_grad_hook")
 
     def attach(self, state=None, hook=None):
         self._npulaunch_hook = (state, hook)
@@ -251,15 +304,28 @@ def time_ddp(module):
         original_register(self, None, npulaunch_pace_hook)
 
     def forward(self, *args, **kwargs):
-        if not getattr(self, "_npulaunch_attached", False) and not getattr(self, "_npulaunch_builtin", False):
-            try:
-                attach(self)
-            except Exception as exc:  # never the rank's failure: the model runs untimed
-                self._npulaunch_builtin = True
-                _warn("npulaunch: pace of this DDP model not measured (%s)" % exc)
+        if by_gradients and not getattr(self, "_npulaunch_seen", False):
+            self._npulaunch_seen = True
+            if not steps:
+                try:
+                    timer = DdpBackward(found, self)
+                    timer.watch(self.module.parameters())
+                    steps.append(timer)
+                    found.waits_known = True
+                except Exception as exc:  # never the rank's failure: the model runs untimed
+                    _warn("npulaunch: pace of this DDP model not measured (%s)" % exc)
+        elif not by_gradients and not getattr(self, "_npulaunch_attached", False):
+            if not getattr(self, "_npulaunch_builtin", False):
+                try:
+                    attach(self)
+                except Exception as exc:
+                    self._npulaunch_builtin = True
+                    _warn("npulaunch: pace of this DDP model not measured (%s)" % exc)
         return original_forward(self, *args, **kwargs)
 
     def register_comm_hook(self, state, hook):
+        if by_gradients:  # timed by its gradients: the script's hook is DDP's business alone
+            return original_register(self, state, hook)
         if getattr(self, "_npulaunch_attached", False):
             self._check_comm_hook(hook)  # DDP's own check of the script's hook, then it is called from ours
             self._npulaunch_hook = (state, hook)
@@ -267,7 +333,7 @@ def time_ddp(module):
         return attach(self, state, hook) if _checked(self, hook) else None
 
     def register_builtin_comm_hook(self, comm_hook_type):
-        self._npulaunch_builtin = True  # a C++ hook cannot be wrapped: this model runs untimed
+        self._npulaunch_builtin = True  # a C++ hook cannot be wrapped: without gradient hooks, untimed
         return original_builtin(self, comm_hook_type)
 
     for function, original in ((forward, original_forward), (register_comm_hook, original_register)):

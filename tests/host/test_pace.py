@@ -1,7 +1,8 @@
 """Each rank's pace as the injection hook measures it (host/pace.py), in real processes of real frameworks:
-torch DDP over gloo (busy and wait split by the communication hook, the script's own hook kept, a built-in
-hook left alone), a loop that marks its steps with session.step(), TensorFlow's MonitoredSession and
-MindSpore's Model.train (whole steps); and the agent's reading of the files (host/agent/paces.py)."""
+torch DDP over gloo (busy and wait split by the gradients' hooks, the script's own communication hook and a
+built-in one left to DDP, no_sync steps folded into the next), a loop that marks its steps with session.step(),
+TensorFlow's MonitoredSession and MindSpore's Model.train (whole steps); and the agent's reading of the files
+(host/agent/paces.py)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ if mode == "own-before":
     model.register_comm_hook(None, own_hook)
 if mode == "builtin":
     model._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
+accumulate = 2 if mode == "no-sync" else 1
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(32, 64)
 for step in range(40):
@@ -41,7 +43,11 @@ for step in range(40):
         model.register_comm_hook(None, own_hook)  # after the first forward: npulaunch's hook calls it from then on
     if rank == 1:
         time.sleep(0.02)  # rank 1 is slow: its own work takes 20 ms more
-    opt.zero_grad(); model(x).sum().backward(); opt.step()
+    opt.zero_grad()
+    for micro in range(accumulate):  # no-sync: gradient accumulation, the all-reduce on the last micro-step
+        model.require_backward_grad_sync = micro == accumulate - 1
+        model(x).sum().backward()
+    opt.step()
 flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 low, high = flat.clone(), flat.clone()
 dist.all_reduce(low, op=dist.ReduceOp.MIN); dist.all_reduce(high, op=dist.ReduceOp.MAX)
@@ -103,10 +109,18 @@ def test_the_scripts_own_hook_runs_whether_registered_before_or_after_the_first_
         assert all(len(lines) == 39 for lines in paces), mode
 
 
-def test_a_builtin_hook_is_left_alone_and_untimed(tmp_path: Path) -> None:
+def test_steps_under_no_sync_count_once_per_all_reduce(tmp_path: Path) -> None:
+    outs, (fast, slow) = run_ddp(tmp_path, "no-sync")
+    assert all("spread 0.0" in out for out in outs)
+    assert [s for s, _, _ in fast] == list(range(1, 40)) == [s for s, _, _ in slow]  # one a step, not a backward
+    assert median([b for _, b, _ in slow]) - median([b for _, b, _ in fast]) > 0.015
+
+
+def test_a_builtin_hook_is_left_alone_and_still_timed(tmp_path: Path) -> None:
+    # the steps are timed by the gradients' hooks, not a communication hook: DDP's C++ hooks stay as they are
     outs, paces = run_ddp(tmp_path, "builtin")
     assert all("spread 0.0" in out for out in outs)
-    assert paces == [[], []]
+    assert [len(lines) for lines in paces] == [39, 39]
 
 
 def test_a_loop_marks_its_own_steps_and_collectives_are_its_wait(tmp_path: Path) -> None:
