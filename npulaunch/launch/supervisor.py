@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
-from typing import IO, Any, Dict, List, Mapping, Optional, Set, Tuple
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from npulaunch.diagnose.cause import ranks_word
 from npulaunch.diagnose.npuperf import compare_npu, figures_text
@@ -75,6 +75,12 @@ class Supervisor:
         self._excluding = False  # a slow rank's NPU is being excluded (action exclude): the job is stopping
         self._figures: Dict[Tuple[str, int], Dict[str, Any]] = {}  # (host, NPU) -> its latest NPU_PERF figures
         self._figures_said: Dict[Tuple[str, int], str] = {}  # what stood out of each NPU, as last said
+        self._handlers: Dict[EventKind, Callable[[Event], None]] = {
+            EventKind.NPU_HEALTH: self._on_health,
+            EventKind.RANK_PACE: self._on_pace,
+            EventKind.NPU_PERF: self._on_figures,
+            EventKind.RANK_SLOW: self._on_slow,
+        }
 
     def run(self, report: bool = True) -> JobSummary:
         """Run the attempt until every rank has ended; returns its summary (shown unless ``report`` is
@@ -329,17 +335,9 @@ class Supervisor:
         if kind is EventKind.PROGRESS and isinstance(data.get("step"), int):
             self.last_step = max(self.last_step or 0, data["step"])
             return
-        if kind is EventKind.NPU_HEALTH:
-            self._on_health(event)
-            return
-        if kind is EventKind.RANK_PACE:
-            self._on_pace(event)
-            return
-        if kind is EventKind.NPU_PERF:
-            self._on_figures(event)
-            return
-        if kind is EventKind.RANK_SLOW:
-            self._on_slow(event)
+        handler = self._handlers.get(kind)
+        if handler is not None:
+            handler(event)
             return
         if kind is EventKind.SIGNATURE_MATCHED:
             line = data["line"]

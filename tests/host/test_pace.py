@@ -61,6 +61,18 @@ def rank_env(rank_dir: Path, hooks: str = "pace", **more: str) -> Dict[str, str]
     return env
 
 
+def run_rank(
+    tmp_path: Path, code: str, hooks: str = "pace", timeout: float = 180
+) -> Tuple[Path, "subprocess.CompletedProcess[str]"]:
+    """``python -c code`` as rank 0 of a job (its rank directory made), with the hooks given."""
+    rank_dir = tmp_path / "rank-0"
+    rank_dir.mkdir()
+    env = rank_env(rank_dir, hooks=hooks)
+    return rank_dir, subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def pace_lines(rank_dir: Path) -> List[Tuple[int, float, Optional[float]]]:
     path = rank_dir / "pace"
     return parse_pace(path.read_bytes()) if path.exists() else []
@@ -134,11 +146,7 @@ def test_a_loop_marks_its_own_steps_and_collectives_are_its_wait(tmp_path: Path)
         "    dist.barrier()\n"
         "    session.step()\n" % free_port_window(1)
     )
-    rank_dir = tmp_path / "rank-0"
-    rank_dir.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=rank_env(rank_dir), capture_output=True, text=True, timeout=60
-    )
+    rank_dir, done = run_rank(tmp_path, code, timeout=60)
     assert done.returncode == 0, done.stderr
     lines = pace_lines(rank_dir)
     assert [s for s, _, _ in lines] == [1, 2, 3, 4, 5]  # the first call only starts the clock
@@ -147,11 +155,7 @@ def test_a_loop_marks_its_own_steps_and_collectives_are_its_wait(tmp_path: Path)
 
 def test_without_the_pace_hook_nothing_is_written(tmp_path: Path) -> None:
     code = "from npulaunch import session\nfor _ in range(3): session.step()\n"
-    rank_dir = tmp_path / "rank-0"
-    rank_dir.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=rank_env(rank_dir, hooks="session"), capture_output=True, timeout=60
-    )
+    rank_dir, done = run_rank(tmp_path, code, hooks="session", timeout=60)
     assert done.returncode == 0 and not (rank_dir / "pace").exists()
 
 
@@ -166,11 +170,7 @@ def test_tensorflow_monitored_sessions_time_each_run(tmp_path: Path) -> None:
         "    for _ in range(12):\n"
         "        sess.run(train)\n"
     )
-    rank_dir = tmp_path / "rank-0"
-    rank_dir.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=rank_env(rank_dir), capture_output=True, text=True, timeout=180
-    )
+    rank_dir, done = run_rank(tmp_path, code, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = pace_lines(rank_dir)
     assert len(lines) == 11 and all(wait is None for _, _, wait in lines), lines
@@ -187,11 +187,7 @@ def test_mindspore_model_train_times_each_step(tmp_path: Path) -> None:
         "model = ms.train.Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.01))\n"
         "model.train(2, data, callbacks=[ms.train.LossMonitor(100)])\n"
     )
-    rank_dir = tmp_path / "rank-0"
-    rank_dir.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=rank_env(rank_dir), capture_output=True, text=True, timeout=180
-    )
+    rank_dir, done = run_rank(tmp_path, code, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = pace_lines(rank_dir)
     assert len(lines) == 15 and all(wait is None for _, _, wait in lines), lines  # 2 epochs of 8 steps, less one
