@@ -1,10 +1,10 @@
 """Straggler detection (issue 36): what it costs a clean torch job, and how long it takes to name a rank
 that slows down.
 
-1. Cost, rank side in isolation (bench/straggler_hook.py): one process, a one-rank DDP model with DDP's
-   own C++ all-reduce, with DDP's all-reduce as a Python communication hook, and with npulaunch's hook;
-   blocks of steps alternated (A B C C B A ...): seconds a step for the job's MLP and for a tiny model
-   (where the hooks' own microseconds show).
+1. Cost, rank side in isolation (bench/straggler_hook.py): one process, a one-rank DDP model, npulaunch's
+   timing switched on and off on that same model between blocks of steps (off on on off ...): the cost is
+   the median over adjacent pairs of (on - off) / off, for a tiny model (where the hooks' own microseconds
+   show), the job's MLP and a deep one (48 parameters, a hook each).
 2. Cost, whole job: ``npulaunch run --framework pytorch`` of 2 ranks (bench/straggler_rank.py: DDP, gloo,
    CPU, a 3-layer MLP, one thread; each rank pinned to a core of its own with ``--cpu-binding``),
    ``--stragglers warn`` (the default) and ``--stragglers off`` alternated (on off on off ...). Each rank
@@ -145,7 +145,7 @@ def slow_events(evs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 def hook_cost(smoke: bool) -> Dict[str, Any]:
     argv = [PY, str(HERE / "straggler_hook.py")]
-    argv += ["--blocks", "2", "--mlp-steps", "3", "--tiny-steps", "100"] if smoke else ["--blocks", "8"]
+    argv += ["--blocks", "4", "--scale", "0.05"] if smoke else ["--blocks", "16"]
     done = subprocess.run(argv, env=env(), capture_output=True, text=True, timeout=600)
     if done.returncode:
         return {"error": done.stderr[-2000:]}
@@ -319,33 +319,48 @@ def fmt(value: Optional[float], digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def paired_cost(times: Dict[str, List[float]]) -> List[float]:
+    """(on - off) / off of each pair of adjacent blocks (the blocks ran off on on off ...)."""
+    order = [("off", "on", "on", "off")[i % 4] for i in range(len(times["on"]) + len(times["off"]))]
+    seen = {"off": iter(times["off"]), "on": iter(times["on"])}
+    blocks = [next(seen[mode]) for mode in order]
+    pairs = [(blocks[i], blocks[i + 1]) for i in range(0, len(blocks) - 1, 2)]
+    return [(a - b) / b if order[i * 2] == "on" else (b - a) / a for i, (a, b) in enumerate(pairs)]
+
+
 def render_cost(data: Dict[str, Any]) -> List[str]:
     lines = ["## Cost", ""]
     hook = data["hook"]
     if "error" in hook:
         lines += [f"Rank side: straggler_hook.py failed: {hook['error']}", ""]
+    elif "python" in hook.get("mlp", {}):
+        lines += ["Rank side: straggler.json holds the old three-instance result; run `--only hook` again.", ""]
     else:
-        modes = [m for m in ("off", "python", "on") if m in hook["mlp"]]
         lines += [
-            "Rank side in isolation (`straggler_hook.py`: one process, a one-rank DDP model three times: DDP's "
-            "own C++ all-reduce (off), DDP's all-reduce as a Python communication hook, `default_hooks.allreduce_hook` "
-            "(python: what npulaunch's hook calls inside it when the script has none), and npulaunch's hook (on); "
-            f"{len(hook['mlp']['on'])} blocks each, alternated ABC CBA; {hook['pace_lines']} pace lines written): "
-            "medians of the blocks' seconds a step.",
+            "Rank side in isolation (`straggler_hook.py`: one process, a one-rank DDP model, npulaunch's timing "
+            "switched on and off on that same model between blocks of steps, off on on off ...; "
+            f"{hook['pace_lines']} pace lines written): seconds a step, medians of the blocks; the cost is the "
+            "median over adjacent on/off pairs of (on - off) / off.",
             "",
-            "| model | "
-            + " | ".join(f"{m} (s a step)" for m in modes)
-            + " | on / off | on - off (µs a step) "
-            + ("| python - off (µs) | on - python (µs) |" if "python" in modes else "|"),
-            "|---|" + "---:|" * (len(modes) + 2 + (2 if "python" in modes else 0)),
+            "| model | parameters (a hook each) | blocks on / off | off (s a step) | on (s a step) "
+            "| on - off (µs a step, medians) | cost, median of pairs | pairs' min - max | goal |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
-        for name, label in (("mlp", "the job's MLP, batch 256"), ("tiny", "tiny, 64 -> 64, batch 32")):
-            m = {mode: med(hook[name][mode]) or 0.0 for mode in modes}
-            row = f"| {label} | " + " | ".join(fmt(m[mode], 5) for mode in modes)
-            row += f" | {m['on'] / m['off']:.4f} | {(m['on'] - m['off']) * 1e6:.0f} |"
-            if "python" in modes:
-                row += f" {(m['python'] - m['off']) * 1e6:.0f} | {(m['on'] - m['python']) * 1e6:.0f} |"
-            lines.append(row)
+        labels = {
+            "tiny": "tiny, 64 -> 64, batch 32",
+            "mlp": "the job's MLP, batch 256",
+            "deep": "deep, 24 layers 128 wide, batch 64",
+        }
+        for name, label in labels.items():
+            if name not in hook:
+                continue
+            t = hook[name]
+            on, off, pairs = med(t["on"]) or 0.0, med(t["off"]) or 0.0, paired_cost(t)
+            lines.append(
+                f"| {label} | {t['params']} | {len(t['on'])} / {len(t['off'])} | {fmt(off, 5)} | {fmt(on, 5)} "
+                f"| {(on - off) * 1e6:+.0f} | {fmt((med(pairs) or 0.0) * 100, 2)} % "
+                f"| {min(pairs) * 100:+.2f} - {max(pairs) * 100:+.2f} % | <= {(GOAL_COST - 1) * 100:.0f} % |"
+            )
         lines.append("")
     runs = data["cost"]
     on = [r["step_s"] for r in runs["warn"] if r["step_s"]]

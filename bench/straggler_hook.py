@@ -1,15 +1,18 @@
-"""The rank-side cost of npulaunch's step timing in isolation (bench/straggler.py runs it): one process,
-a DDP model of one rank (gloo), the same model three times: with DDP's own (C++) all-reduce ("off"),
-with DDP's all-reduce as a Python communication hook (``default_hooks.allreduce_hook``, "python": what
-npulaunch's communication hook calls on torch before 2.1) and timed by npulaunch (host/pace.py's
-``time_ddp``, what the injection hook installs at import: on torch 2.1 and later the gradients' hooks with
-DDP's C++ all-reduce left alone, writing its pace file: "on"); blocks of steps alternate
-(A B C C B A ...). Two sizes: the job's
-MLP (batch 256) and a tiny one (64 -> 64, batch 32), where a step is short enough to show the hook's own
-microseconds. Prints one JSON object: {size: {"off": [s per step of each block], "python": [...], "on": [...]}}.
+"""The rank-side cost of npulaunch's step timing in isolation (bench/straggler.py runs it): one process, a
+DDP model of one rank (gloo), and the timing switched on and off on that same model between blocks of
+steps, so that nothing but the timing differs. On: what the injection hook installs at import on torch 2.1
+and later (host/pace.py's ``time_ddp``): DDP's ``forward`` wrapped, each parameter's gradient-accumulated
+hook, the callbacks queued behind DDP's at the end of backward, and a pace line written each step. Off: the
+hooks' handles removed and DDP's own ``forward`` back. Blocks alternate off on on off ... (ABBA: a steady
+drift cancels); the cost is the median over the pairs of (on - off) / off, each pair two adjacent blocks.
 
-Usage: ``python3 bench/straggler_hook.py [--blocks 8] [--mlp-steps 30] [--tiny-steps 2000]``
-(npulaunch importable: PYTHONPATH at the repository).
+Three models, from a short step to many parameters: tiny (64 -> 64, batch 32: 2 parameters and a step of
+~1 ms, where the hooks' own microseconds show), the job's MLP (512 -> 1024 -> 1024 -> 10, batch 256: 6
+parameters, ~50 ms) and deep (24 layers 128 wide, batch 64: 48 parameters, a hook each). Prints one JSON
+object: {model: {"off": [s a step of each block], "on": [...], "params": N}, "pace_lines": N}.
+
+Usage: ``python3 bench/straggler_hook.py [--blocks 16] [--scale 1.0]`` (npulaunch importable: PYTHONPATH at
+the repository); --scale multiplies each block's steps.
 """
 
 import argparse
@@ -20,14 +23,18 @@ import sys
 import tempfile
 import time
 
-MODES = ("off", "python", "on")  # DDP's C++ all-reduce, DDP's Python all-reduce hook, npulaunch's hook
+# name: (layer widths, batch, steps a block)
+MODELS = {
+    "tiny": ([64, 64], 32, 2000),
+    "mlp": ([512, 1024, 1024, 10], 256, 30),
+    "deep": ([128] * 25, 64, 300),
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--blocks", type=int, default=8, help="blocks per model and size")
-    parser.add_argument("--mlp-steps", type=int, default=30)
-    parser.add_argument("--tiny-steps", type=int, default=2000)
+    parser.add_argument("--blocks", type=int, default=16, help="blocks per model, half on, half off")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiplies each block's steps")
     args = parser.parse_args()
     rank_dir = tempfile.mkdtemp(prefix="npl-pace-")
     with socket.socket() as s:
@@ -45,57 +52,55 @@ def main() -> None:
     import torch
     import torch.distributed as dist
     import torch.nn.parallel.distributed as ddp_module
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
     from npulaunch.host import pace
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     ddp = ddp_module.DistributedDataParallel
-    original = (ddp.forward, ddp.register_comm_hook)
-    sizes = {
-        "mlp": ([512, 1024, 1024, 10], 256, args.mlp_steps),
-        "tiny": ([64, 64], 32, args.tiny_steps),
-    }
+    own_forward = ddp.forward
+    pace.time_ddp(ddp_module)  # wraps DDP's forward, as the injection hook does at import
+    timed_forward = ddp.forward
+    found = pace.recorder()
     results = {}
-    for name, (widths, batch, steps) in sizes.items():
+    for name, (widths, batch, steps) in MODELS.items():
+        steps = max(1, int(steps * args.scale))
         torch.manual_seed(0)
         layers = []
         for a, b in zip(widths, widths[1:]):
             layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+        model = ddp(torch.nn.Sequential(*layers[:-1]))
+        model._npulaunch_seen = True  # the timer below is this model's: the wrapped forward adds none
+        timer = pace.DdpBackward(found, model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
         x = torch.randn(batch, widths[0])
         y = torch.randint(0, widths[-1], (batch,))
-        models = {}
-        for mode in MODES:
-            if mode == "on":
-                pace.time_ddp(ddp_module)  # the class's forward attaches the hook at a model's first forward
-            model = ddp(torch.nn.Sequential(*[_copy(layer) for layer in layers[:-1]]))
-            if mode == "python":  # DDP's own all-reduce as a Python hook (what npulaunch's hook calls on torch < 2.1)
-                model.register_comm_hook(None, default_hooks.allreduce_hook)
-            opt = torch.optim.SGD(model.parameters(), lr=0.01)
-            models[mode] = (model, opt)
-            _steps(model, opt, x, y, 5)
-            ddp.forward, ddp.register_comm_hook = original  # the "on" model keeps its hook; later ones get none
-        on = models["on"][0]  # timed by its gradients' hooks (torch 2.1+) or, before, by a communication hook
-        assert getattr(on, "_npulaunch_seen", False) or getattr(on, "_npulaunch_attached", False), "not timed"
-        times = {mode: [] for mode in MODES}
+        times = {"off": [], "on": [], "params": sum(1 for p in model.parameters())}
+        handles = []
+        _steps(model, opt, x, y, 5)
         for block in range(args.blocks):
-            for mode in MODES if block % 2 == 0 else MODES[::-1]:  # ABC CBA: a steady drift cancels
-                model, opt = models[mode]
-                start = time.perf_counter()
-                _steps(model, opt, x, y, steps)
-                times[mode].append((time.perf_counter() - start) / steps)
+            mode = ("off", "on", "on", "off")[block % 4]
+            if mode == "on" and not handles:
+                handles = timer.watch(model.module.parameters())
+                ddp.forward = timed_forward
+                timer._previous_end = None  # the first step after a gap is not a step's time
+            elif mode == "off" and handles:
+                for handle in handles:
+                    handle.remove()
+                handles = []
+                ddp.forward = own_forward
+            _steps(model, opt, x, y, 2)  # settle after the switch
+            start = time.perf_counter()
+            _steps(model, opt, x, y, steps)
+            times[mode].append((time.perf_counter() - start) / steps)
+        for handle in handles:
+            handle.remove()
+        ddp.forward = own_forward
         results[name] = times
-    paced = sum(1 for _ in open(os.path.join(rank_dir, pace.PACE_FILE)))
-    results["pace_lines"] = paced
+    with open(os.path.join(rank_dir, pace.PACE_FILE)) as lines:
+        results["pace_lines"] = sum(1 for _ in lines)
     dist.destroy_process_group()
     json.dump(results, sys.stdout)
-
-
-def _copy(layer):
-    import copy
-
-    return copy.deepcopy(layer)
 
 
 def _steps(model, opt, x, y, n) -> None:

@@ -15,6 +15,7 @@ from npulaunch.cliargs import build_parser, overrides_from, parse_devices, split
 from npulaunch.host.errors import NpulaunchError, UsageError
 
 if TYPE_CHECKING:  # the commands import what they use, so that --help stays fast
+    from npulaunch.dropin import Torchrun
     from npulaunch.plan.launchplan import LaunchPlan
     from npulaunch.plan.prepare import Loaded
     from npulaunch.views.console import Console
@@ -104,9 +105,11 @@ def cmd_check(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     for warning in checked.warnings:
         print(warning)
     reached = "with mpirun" if loaded.config.transport.value == "mpirun" else "over SSH"
-    where = f"{len(plan.hosts)} host(s)" + (f", each checked {reached}" if checked.over_ssh else "")
+    from npulaunch.host.words import counted
+
+    where = counted(len(plan.hosts), "host") + (f", each checked {reached}" if checked.over_ssh else "")
     sys.stdout.write(
-        render_text(counts, checked.findings, f"ok: {plan.world_size} ranks on {where}; nothing was started")
+        render_text(counts, checked.findings, f"ok: {counted(plan.world_size, 'rank')} on {where}; nothing was started")
     )
     return 0
 
@@ -138,10 +141,27 @@ def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from npulaunch.views.jobview import write_html_report
 
     phase = _phase_spinner() if not args.no_live and sys.stdout.isatty() else (lambda text: None)
+
+    def console(plan: "LaunchPlan") -> "Console":
+        return _console(plan, _shown_ranks(plan, shown, args.torchrun), live=not args.no_live)
+
     try:
-        return run_job(loaded, lambda plan: _console(plan, shown, live=not args.no_live), write_html_report, phase)
+        return run_job(loaded, console, write_html_report, phase)
     finally:
         phase(None)
+
+
+def _shown_ranks(plan: "LaunchPlan", shown: Optional[Set[int]], torchrun: "Torchrun") -> Optional[Set[int]]:
+    """--ranks, narrowed by torchrun's --local-ranks-filter and --redirects (local ranks of this node)."""
+    if torchrun.shown_local is None and not torchrun.hidden_local:
+        return shown
+    local = {spec.rank: spec.local_rank for spec in plan.this_host_plan.ranks}
+    keep = {
+        rank
+        for rank, index in local.items()
+        if (torchrun.shown_local is None or index in torchrun.shown_local) and index not in torchrun.hidden_local
+    }
+    return keep if shown is None else keep & shown
 
 
 def _phase_spinner() -> Callable[[Optional[str]], None]:
@@ -385,7 +405,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(words)
     if script is not None:  # torchrun's form: a script (or -m module) and its arguments, run with this Python
         args.config = None
-        command = [sys.executable, *(["-m"] if args.module else []), *script]
+        python = [] if args.no_python and not args.run_path else [sys.executable, *(["-m"] if args.module else [])]
+        command = [*python, *script]
         args.script = script[0]
     if args.command is None:
         parser.print_help()

@@ -40,9 +40,9 @@ def _add_job_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nproc-per-node",
         "--nproc_per_node",
-        type=int,
         metavar="N",
-        help="ranks per host: devices 0..N-1 (overrides hosts[].devices)",
+        help="ranks per host: devices 0..N-1 (overrides hosts[].devices); auto: every NPU npu-smi lists (on a "
+        "host without NPUs, a rank per CPU, as torchrun falls back), gpu: every NPU, cpu: a rank per CPU",
     )
     parser.add_argument(
         "--framework",
@@ -70,32 +70,44 @@ def _add_job_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--nnodes",
-        type=int,
         metavar="N",
-        help="the job runs on N nodes, one npulaunch each, started by a scheduler (as torchrun's --nnodes)",
+        help="the job runs on N nodes, one npulaunch each, started by a scheduler (as torchrun's --nnodes; "
+        "MIN:MAX with MAX 1 is one node)",
     )
     parser.add_argument(
         "--node-rank", "--node_rank", type=int, metavar="K", help="this node's index, 0..N-1 (with --nnodes)"
     )
     parser.add_argument("--devices", metavar="IDS", help="comma-separated device ids, e.g. 0,1,2,3")
-    parser.add_argument("--log-dir", metavar="DIR", help="where job directories are created (job.log_dir)")
-    parser.add_argument("--job-id", metavar="ID", help="JOB_ID and job directory name (job.id)")
+    parser.add_argument("--log-dir", "--log_dir", metavar="DIR", help="where job directories are created (job.log_dir)")
+    parser.add_argument("--job-id", "--job_id", metavar="ID", help="JOB_ID and job directory name (job.id)")
     parser.add_argument(
         "--grace-period",
+        "--grace_period",
         type=float,
         metavar="S",
         help="seconds between SIGTERM and SIGKILL when stopping ranks (job.grace_period_s)",
     )
     parser.add_argument("--console", choices=("all", "rank0", "none"), help="which ranks' output to show")
-    parser.add_argument("--rank-table", choices=("auto", "required", "none", "cm"), help="HCCL rank table policy")
+    parser.add_argument(
+        "--rank-table", "--rank_table", choices=("auto", "required", "none", "cm"), help="HCCL rank table policy"
+    )
     parser.add_argument(
         "--max-restarts",
+        "--max_restarts",
         type=int,
         metavar="N",
-        help="restart the whole job up to N times after a retryable failure (job.max_restarts)",
+        help="restart the whole job up to N times after a failure --restart-on names (job.max_restarts)",
+    )
+    parser.add_argument(
+        "--restart-on",
+        "--restart_on",
+        choices=("any", "retryable"),
+        help="which failures --max-restarts restarts after: any (torchrun's meaning, the default of a job given "
+        "by flags), or retryable only (a YAML's default) (job.restart_on)",
     )
     parser.add_argument(
         "--hang-timeout",
+        "--hang_timeout",
         type=float,
         metavar="S",
         help="declare a hang after S seconds without output (monitor.hang_timeout_s; 0 = off)",
@@ -108,6 +120,7 @@ def _add_job_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--cpu-binding",
+        "--cpu_binding",
         metavar="MODE",
         help="bind each rank to CPUs: none, blocks, auto (near its NPU), or device=CPUs pairs "
         "such as 0=0-23;1=24-47 (job.cpu_binding)",
@@ -118,6 +131,9 @@ def _add_job_flags(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="whose environment gives the hosts and this node's place (default: detected)",
     )
+    from npulaunch.dropin import add_torchrun_flags
+
+    add_torchrun_flags(parser)
 
 
 def _add_transport_flag(parser: argparse.ArgumentParser) -> None:
@@ -328,14 +344,15 @@ def split_script(parser: argparse.ArgumentParser, words: List[str]) -> Tuple[Lis
     if not words or words[0] not in SCRIPT_COMMANDS:
         return words, None
     takes_value = _flags_with_values(parser, words[0])
-    index, module = 1, False
+    index, module, program = 1, False, False
     while index < len(words):
         word = words[index]
         if word.startswith("-") and word != "-":
             module = module or word in ("-m", "--module")
+            program = program or word in ("--no-python", "--no_python", "--run-path", "--run_path")
             index += 2 if word in takes_value else 1
             continue
-        if module or word.endswith(".py"):
+        if module or word.endswith(".py") or program:
             return words[: index + 1], words[index:]
         return words, None
     return words, None
@@ -359,8 +376,6 @@ def node_flag_problems(args: argparse.Namespace) -> List[ConfigProblem]:
 
     if args.master_port is not None and not 1 <= args.master_port <= 65535:
         bad("--master-port", args.master_port, "a port from 1 to 65535")
-    if args.nnodes is not None and not 1 <= args.nnodes <= 65536:
-        bad("--nnodes", args.nnodes, "an integer from 1 to 65536 (elastic ranges such as 1:4 are not supported)")
     if args.node_rank is not None:
         if args.nnodes is None:
             bad("--node-rank", args.node_rank, "--node-rank with --nnodes", "one npulaunch per node: both flags")
@@ -389,14 +404,18 @@ def node_flag_problems(args: argparse.Namespace) -> List[ConfigProblem]:
 def overrides_from(args: argparse.Namespace, command: Optional[List[str]]) -> "Overrides":
     """The flags a job's commands share (and the command after ``--``) as ``Overrides`` of the YAML;
     ConfigError naming every flag whose value is out of its range, or that contradicts another."""
-    from npulaunch.config.cluster import ConsoleMode, RankTableMode, Transport
-    from npulaunch.config.overrides import Overrides
+    import os
 
+    from npulaunch.config.cluster import ConsoleMode, RankTableMode, RestartOn, Transport
+    from npulaunch.config.overrides import Overrides
+    from npulaunch.dropin import read_torchrun
+    from npulaunch.host.trace import debug
+
+    torchrun = read_torchrun(args, os.environ, torchrun_form=args.config is None)
+    args.torchrun = torchrun  # cli.py's console shows the local ranks it says
+    for note in torchrun.notes:
+        debug(__name__, "torchrun's flags: %s", note)
     problems = []
-    if args.nproc_per_node is not None and not 1 <= args.nproc_per_node <= 64:
-        problems.append(
-            ConfigProblem("command line", None, "--nproc-per-node", str(args.nproc_per_node), "an integer from 1 to 64")
-        )
     if args.grace_period is not None and not 0 <= args.grace_period <= 3600:
         problems.append(
             ConfigProblem("command line", None, "--grace-period", str(args.grace_period), "seconds from 0 to 3600")
@@ -415,7 +434,7 @@ def overrides_from(args: argparse.Namespace, command: Optional[List[str]]) -> "O
                 "a finite number of seconds >= 0 (0 turns the watchdog off)",
             )
         )
-    if args.nproc_per_node is not None and args.devices is not None:
+    if (args.nproc_per_node is not None or torchrun.all_devices) and args.devices is not None:
         problems.append(
             ConfigProblem("command line", None, "--devices", "both --devices and --nproc-per-node", "one of them")
         )
@@ -436,12 +455,16 @@ def overrides_from(args: argparse.Namespace, command: Optional[List[str]]) -> "O
         hang_timeout_s=args.hang_timeout,
         stragglers=getattr(args, "stragglers", None),
         max_restarts=args.max_restarts,
+        restart_on=RestartOn(args.restart_on) if args.restart_on else None,
+        all_devices=torchrun.all_devices,
+        notes=torchrun.notes,
         cpu_binding=args.cpu_binding,
         framework=args.framework,
         master_addr=args.master_addr,
         master_port=args.master_port,
         nnodes=args.nnodes,
         node_rank=args.node_rank,
+        role=args.role,
         script=getattr(args, "script", None),
         transport=Transport(args.transport) if getattr(args, "transport", None) else None,
     )

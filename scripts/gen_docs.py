@@ -665,12 +665,44 @@ def render_codes() -> str:
 
 # -- the pages -------------------------------------------------------------------------------------
 
+# -- torchrun.md -----------------------------------------------------------------------------------
+
+
+def render_torchrun() -> str:
+    from npulaunch.dropin import FLAGS, TORCHRUN
+
+    out = [
+        header("npulaunch/dropin.py (FLAGS)", "torchrun's flags"),
+        f"Every flag of torchrun ({TORCHRUN}, `get_args_parser`), as `npulaunch run`, `plan`, `check` and "
+        "`exec` read it: `npulaunch run --nproc-per-node 8 train.py --lr 0.1` is torchrun's command line. Dashes "
+        "and underscores alike; a flag not given is read from its `PET_` variable in torchrun's form (a script "
+        'or a command, no YAML), as torchrun reads it. A flag marked "no use" is accepted and named in the '
+        "plan's notes and in `--debug`'s log, never an error. `tests/config/test_torchrun_flags.py` checks this "
+        "list against the installed torch's own parser, and each row's behaviour.\n\n",
+    ]
+    rows = []
+    for flag in FLAGS:
+        spellings = ", ".join(code(n) for n in flag.names)
+        pet = code(flag.variable) if flag.pet else "(none)"
+        rows.append((spellings, "switch" if flag.switch else "value", pet, prose(flag.meaning)))
+    out.append(table(("flag", "takes", "variable", "what npulaunch does"), rows))
+    out.append(
+        "\nRestarts follow torchrun's meaning in torchrun's form: `--max-restarts N` restarts every rank after "
+        "any failure, and each rank's `TORCHELASTIC_RESTART_COUNT` counts the restarts. A YAML keeps "
+        "npulaunch's default, `job.restart_on: retryable`; `--restart-on` chooses either way. One difference "
+        "stays on purpose: attempts that fail the same way without a step of progress stop as a crash loop "
+        "(exit 93, `job.crash_loop_limit`, default 3 attempts) even when restarts remain.\n"
+    )
+    return "".join(out)
+
+
 PAGES: Dict[str, Callable[[], str]] = {
     "cli.md": render_cli,
     "yaml.md": render_yaml,
     "session-options.md": render_options,
     "env-vars.md": render_env_vars,
     "codes.md": render_codes,
+    "torchrun.md": render_torchrun,
 }
 
 

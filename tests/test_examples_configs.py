@@ -74,7 +74,7 @@ def test_check_local_4_passes() -> None:
     before = job_dirs(logs)
     result = run_cli("check", "cluster_configs/local-4.yaml")
     assert result.returncode == 0, result.stderr
-    assert "ok: 4 ranks on 1 host(s); nothing was started" in result.stdout
+    assert "ok: 4 ranks on 1 host; nothing was started" in result.stdout
     assert job_dirs(logs) == before
 
 

@@ -64,6 +64,9 @@ class FrameworkConfig:
     master_addr: Optional[str] = None  # MASTER_ADDR / MS_SCHED_HOST; None: the first host, as the others reach it
     master_port: Optional[int] = None  # MASTER_PORT / MS_SCHED_PORT; None: a free port (one host) or the default
     role: str = "default"  # pytorch: ROLE_NAME (torchrun's --role)
+    # pytorch: the collectives' backend when the script says it ("gloo": on the CPU, no HCCL: the plan says
+    # nothing of rank tables or HCCL's NIC); None: not known (HCCL on NPUs, as torch_npu's scripts use)
+    backend: Optional[str] = None
     # a job that runs on one node of several (--nnodes / --node-rank, one npulaunch per node, torchrun's
     # way): how many nodes, and which one this is. None: npulaunch sees every host of the job
     nnodes: Optional[int] = None
@@ -81,6 +84,13 @@ class Transport(str, Enum):
 
     SSH = "ssh"  # an SSH session per agent (Fabric: fleet/ssh.py)
     MPIRUN = "mpirun"  # Open MPI's mpirun per agent, one process on that host (fleet/mpirun.py)
+
+
+class RestartOn(str, Enum):
+    """Which failures job.max_restarts restarts after (job.restart_on)."""
+
+    RETRYABLE = "retryable"  # npulaunch's: only a failure whose root cause a restart may cure
+    ANY = "any"  # torchrun's: every failure of a rank
 
 
 class ConsoleMode(str, Enum):
@@ -124,7 +134,8 @@ class JobConfig:
     grace_period_s: float = DEFAULT_GRACE_PERIOD_S
     console: ConsoleMode = ConsoleMode.ALL
     forward_signals: Tuple[str, ...] = ("SIGUSR1", "SIGUSR2")
-    max_restarts: int = 0  # whole-job restarts, for retryable failures only
+    max_restarts: int = 0  # whole-job restarts, after the failures restart_on names
+    restart_on: RestartOn = RestartOn.RETRYABLE  # the YAML's default; torchrun's form (no YAML): any
     # attempts failing the same way without a step advanced before the job stops as a crash loop (0: never)
     crash_loop_limit: int = 3
     # per-rank directories made (mode 0700) before each rank starts; placeholders expanded, relative
@@ -161,6 +172,7 @@ class ClusterConfig:
     product: Optional[str] = None  # the Ascend product line, for options whose range depends on it
     cann_version: Optional[str] = None  # "8.0.RC2": for ranges and defaults that changed (config/timeouts.py)
     warnings: Tuple[ConfigProblem, ...] = ()
+    notes: Tuple[str, ...] = ()  # what the command line's torchrun flags came to (npulaunch/dropin.py)
     session_injection: Injection = Injection.OFF
     session_precedence: Precedence = Precedence.SCRIPT
     cpu_fallback: bool = False  # train on the CPU with TensorFlow collectives (TF_CONFIG per rank)

@@ -24,6 +24,7 @@ from npulaunch.config.cluster import (
     JobConfig,
     Precedence,
     RankTableMode,
+    RestartOn,
     Transport,
     validate_job_id,
 )
@@ -79,6 +80,7 @@ JOB_KEYS = (
     "console",
     "forward_signals",
     "max_restarts",
+    "restart_on",
     "crash_loop_limit",
     "make_dirs",
     "cpu_binding",
@@ -290,6 +292,9 @@ def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Option
     if "forward_signals" in job:
         signals = _parse_signals(check, job["forward_signals"], path + ("forward_signals",))
     restarts = check.integer(job.get("max_restarts", 0), path + ("max_restarts",), 0, MAX_RESTARTS) or 0
+    restart_on = RestartOn.RETRYABLE
+    if "restart_on" in job:
+        restart_on = check.choice(job["restart_on"], path + ("restart_on",), RestartOn) or restart_on
     loops = _parse_crash_loop_limit(check, job.get("crash_loop_limit", DEFAULT_CRASH_LOOP_LIMIT), path)
     make_dirs = parse_make_dirs(check, job.get("make_dirs"), path + ("make_dirs",))
     binding = parse_cpu_binding(check, job.get("cpu_binding", "none"), path + ("cpu_binding",))
@@ -305,6 +310,7 @@ def _parse_job(check: Checker, value: Any, base_dir: str, source: str) -> Option
         console=console,
         forward_signals=signals,
         max_restarts=restarts,
+        restart_on=restart_on,
         crash_loop_limit=loops,
         make_dirs=make_dirs,
         cpu_binding=binding,

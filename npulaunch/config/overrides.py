@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Set, Tuple
 
 from npulaunch.config.cluster import (
     ALL_DEVICES,
@@ -18,6 +18,7 @@ from npulaunch.config.cluster import (
     HostConfig,
     JobConfig,
     RankTableMode,
+    RestartOn,
     StartMode,
     Transport,
 )
@@ -43,12 +44,16 @@ class Overrides:
     hang_timeout_s: Optional[float] = None
     stragglers: Optional[str] = None  # --stragglers: off | warn | exclude (monitor.stragglers' action)
     max_restarts: Optional[int] = None
+    restart_on: Optional[RestartOn] = None  # --restart-on
+    all_devices: bool = False  # --nproc-per-node auto / gpu on a host with NPUs: every NPU of the host
+    notes: Tuple[str, ...] = ()  # what torchrun's flags came to (dropin.py): the plan's notes
     cpu_binding: Optional[str] = None  # --cpu-binding: none | blocks | auto | '{"0": "0-23", ...}'
     framework: Optional[str] = None  # --framework
     master_addr: Optional[str] = None
     master_port: Optional[int] = None
     nnodes: Optional[int] = None  # torchrun's --nnodes / --node-rank: one npulaunch per node
     node_rank: Optional[int] = None
+    role: Optional[str] = None  # torchrun's --role: ROLE_NAME
     script: Optional[str] = None  # torchrun's form: the script (or -m module) the command runs
     transport: Optional[Transport] = None  # --transport: how the remote hosts' agents are started
 
@@ -68,14 +73,22 @@ def config_from_cli(overrides: Overrides, cwd: str) -> ClusterConfig:
                 )
             ]
         )
-    job = JobConfig(name="job", command=overrides.command, workdir=cwd, log_dir=os.path.join(cwd, DEFAULT_LOG_DIR))
+    job = JobConfig(
+        name="job",
+        command=overrides.command,
+        workdir=cwd,
+        log_dir=os.path.join(cwd, DEFAULT_LOG_DIR),
+        restart_on=RestartOn.ANY,  # torchrun's --max-restarts: every failure
+    )
+    sources = {key: "default" for key in ("job.log_dir", "hosts[0].devices")}
+    sources["job.restart_on"] = "torchrun's form: any failure, as torchrun restarts"
     config = ClusterConfig(
         source="command line",
         job=job,
         hosts=(HostConfig("localhost", ALL_DEVICES),),
         env={},
         session_options={},
-        sources={key: "default" for key in ("job.log_dir", "hosts[0].devices")},
+        sources=sources,
     )
     return apply_overrides(config, overrides)
 
@@ -91,6 +104,7 @@ def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
         ("grace_period_s", "grace_period_s"),
         ("console", "console"),
         ("max_restarts", "max_restarts"),
+        ("restart_on", "restart_on"),
     ):
         value = getattr(flags, attr)
         if value is not None:
@@ -109,6 +123,10 @@ def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
         hosts = tuple(_with_devices(host, devices) for host in hosts)
         for index in range(len(hosts)):
             sources[f"hosts[{index}].devices"] = "cli"
+    elif flags.all_devices:
+        hosts = tuple(replace(host, devices=ALL_DEVICES, device_ips=None) for host in hosts)
+        for index in range(len(hosts)):
+            sources[f"hosts[{index}].devices"] = "cli: --nproc-per-node (every NPU npu-smi lists)"
     rank_table = config.rank_table
     if flags.rank_table is not None:
         rank_table, sources["rank_table"] = flags.rank_table, "cli"
@@ -121,7 +139,14 @@ def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
         sources["monitor.stragglers"] = "cli"
     framework = _framework(config, flags, sources)
     changed = replace(
-        config, job=job, hosts=hosts, rank_table=rank_table, sources=sources, monitor=monitor, framework=framework
+        config,
+        job=job,
+        hosts=hosts,
+        rank_table=rank_table,
+        sources=sources,
+        monitor=monitor,
+        framework=framework,
+        notes=config.notes + flags.notes,
     )
     if flags.transport is not None:
         changed = _with_transport(changed, flags.transport)
@@ -149,7 +174,11 @@ def _framework(config: ClusterConfig, flags: Overrides, sources: Dict[str, str])
     elif flags.script is not None and "framework" not in config.sources:
         name, why = detect_framework(flags.script, config.job.workdir)
         changes["name"], sources["framework"] = name, why
-    for attr in ("master_addr", "master_port", "nnodes", "node_rank"):
+    if flags.script is not None and changes.get("name", framework.name) is Framework.PYTORCH:
+        backend = detect_cpu_backend(flags.script, config.job.workdir)
+        if backend:
+            changes["backend"], sources["framework.backend"] = backend, f"{flags.script} uses {backend}"
+    for attr in ("master_addr", "master_port", "nnodes", "node_rank", "role"):
         value = getattr(flags, attr)
         if value is not None:
             changes[attr], sources[f"framework.{attr}"] = value, "cli"
@@ -177,26 +206,57 @@ def _meets(framework: FrameworkConfig) -> bool:
     return framework.name is Framework.PYTORCH or framework.start_mode is StartMode.MSRUN
 
 
-# what a script's imports say of its framework (torchrun's form, when --framework is not given)
+# what a script's imports say of its framework (torchrun's form, when --framework is not given): the
+# top-level packages it imports
 IMPORT_MARKERS = (
-    (Framework.PYTORCH, ("import torch", "from torch")),
-    (Framework.MINDSPORE, ("import mindspore", "from mindspore")),
-    (Framework.TENSORFLOW, ("import tensorflow", "from tensorflow", "import npu_bridge", "from npu_bridge")),
+    (Framework.PYTORCH, ("torch", "torch_npu")),
+    (Framework.MINDSPORE, ("mindspore",)),
+    (Framework.TENSORFLOW, ("tensorflow", "npu_bridge")),
 )
 SCRIPT_READ_BYTES = 1 << 20
+
+
+def imported_packages(text: str) -> Set[str]:
+    """The top-level packages of every ``import a, b.c as d`` and ``from a.b import c`` line (at any
+    indentation; a relative import names none)."""
+    found: Set[str] = set()
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].replace(",", " , ").split()
+        if len(words) < 2:
+            continue
+        if words[0] == "from":
+            found.add(words[1].split(".")[0])
+        elif words[0] == "import":
+            names = " ".join(words[1:]).split(",")
+            found.update(name.split()[0].split(".")[0] for name in names if name.split())
+    found.discard("")
+    return found
+
+
+def _script_text(script: str, workdir: str) -> Optional[str]:
+    try:
+        with open(os.path.join(workdir, script), encoding="utf-8", errors="replace") as handle:
+            return handle.read(SCRIPT_READ_BYTES)
+    except OSError:
+        return None
+
+
+def detect_cpu_backend(script: str, workdir: str) -> Optional[str]:
+    """ "gloo" when a torch script names gloo and neither HCCL nor NCCL (a job on the CPU), else None."""
+    text = (_script_text(script, workdir) or "").lower()
+    if "gloo" in text and "hccl" not in text and "nccl" not in text:
+        return "gloo"
+    return None
 
 
 def detect_framework(script: str, workdir: str) -> Tuple[Framework, str]:
     """torchrun's form (``npulaunch run --nproc-per-node 8 train.py``): the framework the script imports,
     when exactly one; else pytorch, whose launcher's command line this is. ``(framework, why)``."""
-    path = os.path.join(workdir, script)
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read(SCRIPT_READ_BYTES)
-    except OSError:
+    text = _script_text(script, workdir)
+    if text is None:
         return Framework.PYTORCH, "default for torchrun's form (the script could not be read)"
-    lines = [line.strip() for line in text.splitlines()]
-    found = [name for name, starts in IMPORT_MARKERS if any(line.startswith(starts) for line in lines)]
+    packages = imported_packages(text)
+    found = [name for name, names in IMPORT_MARKERS if packages.intersection(names)]
     if len(found) == 1:
         return found[0], f"{script} imports {found[0].value}"
     if not found:

@@ -273,8 +273,20 @@ KEYS: Tuple[Key, ...] = (
         "integer",
         "0",
         "0 to 100",
-        "Restart the whole job up to this many times after a retryable failure (hardware faults count "
-        "under recovery.max_recoveries instead). The flag `--max-restarts` overrides it.",
+        "Restart the whole job up to this many times after a failure job.restart_on names (hardware faults "
+        "count under recovery.max_recoveries instead). Each rank's TORCHELASTIC_RESTART_COUNT (framework "
+        "pytorch) says how many restarts came before its attempt. The flag `--max-restarts` overrides it.",
+    ),
+    Key(
+        "job.restart_on",
+        "string",
+        "retryable",
+        "retryable or any",
+        "Which failures job.max_restarts restarts after: retryable, only a failure whose root cause a restart "
+        "may cure (a link or timeout fault, a pattern marked retryable; never a configuration error, a "
+        "Python exception or a killed rank); any, every failure of a rank, as torchrun's --max-restarts does. "
+        "A job given by flags alone (torchrun's form, `npulaunch run --nproc-per-node 4 train.py`) restarts "
+        "on any; a YAML's job on retryable unless it says any. The flag `--restart-on` overrides it.",
     ),
     Key(
         "job.crash_loop_limit",

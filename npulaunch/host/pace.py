@@ -219,9 +219,8 @@ class DdpBackward(object):
         self._queued = False
 
     def watch(self, parameters):
-        for parameter in parameters:
-            if parameter.requires_grad:
-                parameter.register_post_accumulate_grad_hook(self._accumulated)
+        """Hook every parameter that takes a gradient; the hooks' handles (``remove()`` ends the timing)."""
+        return [p.register_post_accumulate_grad_hook(self._accumulated) for p in parameters if p.requires_grad]
 
     def _accumulated(self, parameter):
         self._last_ready = time.perf_counter()

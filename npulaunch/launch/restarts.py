@@ -35,10 +35,28 @@ PlanFor = Callable[[int, Sequence[Exclusion]], LaunchPlan]  # (attempt, exclusio
 Recheck = Callable[[LaunchPlan], List[Exclusion]]  # what a health check of a new placement excludes
 
 
-def should_restart(summary: JobSummary, attempt: int, max_restarts: int) -> bool:
-    """Only a failure whose root cause is retryable (never a configuration error or a kernel
-    fault, never a stop by signal), and only while attempts remain."""
-    return summary.exit_code == 1 and summary.retryable and attempt <= max_restarts
+def should_restart(summary: JobSummary, attempt: int, max_restarts: int, restart_on: str = "retryable") -> bool:
+    """A failure of a rank (never a stop by signal, never a job that did not start), while attempts remain;
+    with ``restart_on`` "retryable" (job.restart_on's default) only one whose root cause is retryable (never
+    a configuration error, a Python exception or a kernel fault), with "any" every one, as torchrun does."""
+    if summary.exit_code != 1 or attempt > max_restarts:
+        return False
+    return restart_on == "any" or summary.retryable
+
+
+def why_not_restarted(summary: JobSummary, attempt: int, max_restarts: int, restart_on: str) -> str:
+    """One line on why a failed job that may restart (max_restarts > 0) was not restarted; "" when it was
+    not a failure of a rank (a stop by signal says so itself)."""
+    if summary.exit_code != 1 or max_restarts == 0:
+        return ""
+    if attempt > max_restarts:
+        used = f"{max_restarts} restart{'' if max_restarts == 1 else 's'}"
+        return f"not restarted: the job has used its {used} (job.max_restarts)"
+    cause = summary.root_cause.cause.label if summary.root_cause is not None else "the failure"
+    return (
+        f"not restarted: {cause} is not a failure a restart may cure (job.restart_on: retryable; "
+        "restart_on: any, or --restart-on any, restarts after every failure, as torchrun does)"
+    )
 
 
 def run_with_restarts(
@@ -68,6 +86,7 @@ def run_with_restarts(
     planned: Optional[LaunchPlan] = None
     stopped = False  # recovery could not go on: the failed attempt's report is shown, then why
     requeue_without: List[str] = []  # the broken nodes the job is requeued without
+    last_word = ""  # said after the report: why a failure that might have been restarted was not
     attempt = len(attempts) + 1
     while True:
         try:
@@ -134,23 +153,27 @@ def run_with_restarts(
                 f"recovery {recoveries} of {plan.recovery.get('max_recoveries')}: excluded {_listed(found)}; "
                 f"attempt {attempt + 1} on {_where(planned)}"
             )
-        elif should_restart(summary, attempt, max_restarts):
+        elif should_restart(summary, attempt, max_restarts, plan.restart_on):
             supervisor.report(summary)
             restarts += 1
             attempts[-1] = _then(record, "restarted", ())
-            why = record.root_cause.label if record.root_cause else "?"
-            debug(__name__, "retryable failure (%s): restarting, attempt %d", why, attempt + 1)
+            why = record.root_cause.label if record.root_cause else "the failure"
+            debug(__name__, "failure (%s), restart_on %s: restarting, attempt %d", why, plan.restart_on, attempt + 1)
+            because = "retryable" if summary.retryable else "job.restart_on: any"
             console.message(
-                f"the failure is retryable ({why}): restarting the job, attempt {attempt + 1} "
+                f"restarting the job after {why} ({because}): attempt {attempt + 1} "
                 f"(restart {restarts} of {max_restarts})"
             )
         else:
+            last_word = why_not_restarted(summary, attempt, max_restarts, plan.restart_on)
             break
         attempt += 1
     attempts = _with_steps_lost(attempts)
     summary = replace(summary.with_attempts(attempts), stragglers=tuple(stragglers))
     if not stopped:  # the last attempt's report, with every attempt (shown already when recovery said why not)
         supervisor.report(summary)
+    if last_word:
+        console.message(last_word)
     try:
         write_summary(plan.layout, summary)
     except OSError as exc:

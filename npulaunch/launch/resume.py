@@ -39,6 +39,9 @@ class Resumed:
     skipped: Tuple[Tuple[str, str], ...] = ()  # newer checkpoints passed over: (prefix, why)
     placed: int = 0  # rank directories that did not hold it and were given it
     error: str = ""  # a directory that could not be given it (the attempt does not start)
+    # who resumes: "npulaunch" (recovery.checkpoint_dir: it gives each rank the newest checkpoint) or
+    # "script" (no checkpoint_dir: the ranks run the script again, which may resume from its own snapshot)
+    by: str = "npulaunch"
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -46,11 +49,17 @@ class Resumed:
             "checkpoint": self.checkpoint,
             "skipped": [list(pair) for pair in self.skipped],
             "placed": self.placed,
+            "by": self.by,
         }
 
     def lines(self) -> List[str]:
         said = [f"skipped checkpoint {prefix}: {why}" for prefix, why in self.skipped]
-        if self.checkpoint is None:
+        if self.by == "script":
+            said.append(
+                "npulaunch gives the ranks no checkpoint (no recovery.checkpoint_dir): they run the script again, "
+                "which resumes from a snapshot of its own if it keeps one"
+            )
+        elif self.checkpoint is None:
             said.append("no complete checkpoint yet: every rank starts from the beginning")
         else:
             plural = "directory" if self.placed == 1 else "directories"
@@ -110,7 +119,7 @@ def resume(plan: LaunchPlan, earlier: Sequence[str]) -> Tuple[LaunchPlan, Resume
     template = plan.recovery.get("checkpoint_dir")
     kind = CHECKPOINT_KINDS.get(plan.framework)
     if not template or kind is None:
-        return plan, Resumed(None, None)
+        return plan, Resumed(None, None, by="script")
     dirs = checkpoint_dirs(plan, template)
     candidates = list(dict.fromkeys(list(earlier) + list(dirs.values())))
     found = newest_complete([d for d in candidates if os.path.isdir(d)], kind)

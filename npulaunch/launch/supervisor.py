@@ -26,6 +26,7 @@ from npulaunch.host.records import RankState
 from npulaunch.host.redact import redact_argv
 from npulaunch.host.spec import process_name
 from npulaunch.host.trace import debug
+from npulaunch.host.words import counted
 from npulaunch.launch import debuglog
 from npulaunch.launch.jobdir import (
     open_events,
@@ -104,10 +105,10 @@ class Supervisor:
         self._events = events_file
         try:
             attempt = f" (attempt {plan.attempt})" if plan.attempt else ""
-            what = f"{plan.world_size} ranks"
+            what = counted(plan.world_size, "rank")
             if plan.node is not None:  # under a scheduler: this node's share
                 what = (
-                    f"{len(plan.this_host_plan.ranks)} ranks of {plan.world_size}, node "
+                    f"{counted(len(plan.this_host_plan.ranks), 'rank')} of {plan.world_size}, node "
                     f"{plan.node} ({plan.hosts[plan.node]})"
                 )
             self.console.message(f"job {plan.job_id}{attempt}: starting {what}, logs in {layout.attempt_dir}")

@@ -15,6 +15,7 @@ from npulaunch.config.cluster import (
     Framework,
     Injection,
     RankTableMode,
+    RestartOn,
     validate_job_id,
 )
 from npulaunch.config.sections import DEFAULT_HEALTH_INTERVAL_S, DEFAULT_STRAGGLERS
@@ -157,6 +158,8 @@ def build_plan(
     if config.session_options:
         warnings.extend(shared_dir_warnings([(r.host, r.rank, r.session_options) for r in ranks]))
     _session_notes(config, devices_by_host, notes, warnings)
+    notes.extend(restart_notes(config))
+    notes.extend(config.notes)
     return LaunchPlan(
         job_id=job_id,
         job_uuid=job_uuid,
@@ -180,6 +183,7 @@ def build_plan(
         attempt=attempt,
         progress_regex=config.monitor.get("progress_regex") or "",
         max_restarts=config.job.max_restarts,
+        restart_on=config.job.restart_on.value,
         crash_loop_limit=config.job.crash_loop_limit,
         local_names=tuple(discovery.local_names),
         node=node,
@@ -407,3 +411,21 @@ def _bind_cpus(
     if problems:
         raise ConfigError(problems)
     return result
+
+
+def restart_notes(config: ClusterConfig) -> List[str]:
+    """What job.max_restarts restarts after, said whenever it may restart (and which rule decides)."""
+    restarts, on = config.job.max_restarts, config.job.restart_on
+    if restarts == 0:
+        return []
+    times = f"up to {restarts} time{'' if restarts == 1 else 's'}"
+    if on is RestartOn.ANY:
+        return [
+            f"restarts: {times} after any failure of a rank (job.restart_on: any, torchrun's meaning); "
+            f"each rank's TORCHELASTIC_RESTART_COUNT counts them"
+        ]
+    return [
+        f"restarts: {times}, only after a failure whose root cause a restart may cure (job.restart_on: retryable, "
+        "the YAML's default; not after a Python exception or a killed rank: restart_on: any restarts after "
+        "every failure, as torchrun does)"
+    ]

@@ -97,6 +97,7 @@ class LaunchPlan:
     progress_regex: str = ""  # lines that count as progress (default: any line)
     attempt: int = 0  # 0: the job is not restarted; else the attempt number, 1 first
     max_restarts: int = 0
+    restart_on: str = "retryable"  # job.restart_on: which failures max_restarts restarts after
     crash_loop_limit: int = 3  # job.crash_loop_limit (launch/crashloop.py)
     local_names: Tuple[str, ...] = LOCAL_HOST_NAMES  # the hosts that are this machine
     node: Optional[int] = None  # under a scheduler (node mode): this node's index; only its ranks run here

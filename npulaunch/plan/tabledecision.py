@@ -64,6 +64,8 @@ def decide_rank_table(
         )
         return None, layout.rank_table_path, version, why
     elif missing and not needed and mode is not RankTableMode.REQUIRED:
+        if config.framework.backend == "gloo":  # collectives on the CPU: no HCCL, no table to speak of
+            return None, None, "", f"the script's collectives use {config.framework.backend}, not HCCL"
         notes.append(
             f"no rank table: the device IPs of {', '.join(missing)} are unknown; framework: "
             f"{config.framework.name.value} forms the cluster without one (a rank table only speeds its start-up)"

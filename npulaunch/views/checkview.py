@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence
 
 from npulaunch.config.cluster import ALL_DEVICES, ClusterConfig
+from npulaunch.host.words import counted
 from npulaunch.plan.checks.findings import Finding, Severity
 from npulaunch.plan.launchplan import LaunchPlan
 
@@ -63,20 +64,16 @@ def preflight_findings(problems: Sequence[str], warnings: Sequence[str], hosts: 
     return found
 
 
-def _count(number: int, word: str) -> str:
-    return f"{number} {word}{'' if number == 1 else 's'}"
-
-
 def render_checked(counts: Dict[str, Any]) -> str:
     """``checked: 3 hosts (over SSH), 6 NPUs, ...``."""
-    parts = [_count(counts["hosts"], "host") + (f" ({_reached(counts)})" if counts["over_ssh"] else "")]
+    parts = [counted(counts["hosts"], "host") + (f" ({_reached(counts)})" if counts["over_ssh"] else "")]
     if counts["devices"] is not None and counts.get("cpu_fallback"):
-        parts.append(_count(counts["devices"], "rank") + " on CPUs (cpu_fallback)")
+        parts.append(counted(counts["devices"], "rank") + " on CPUs (cpu_fallback)")
     elif counts["devices"] is not None:
-        parts.append(_count(counts["devices"], "NPU"))
-    parts.append(_count(counts["session_options"], "session option"))
-    parts.append(_count(counts["env_vars"], "environment variable"))
-    parts.append(_count(counts["rules"], "rule") + " between options")
+        parts.append(counted(counts["devices"], "NPU"))
+    parts.append(counted(counts["session_options"], "session option"))
+    parts.append(counted(counts["env_vars"], "environment variable"))
+    parts.append(counted(counts["rules"], "rule") + " between options")
     if not counts["hosts_checked"]:
         parts.append("hosts not asked (--offline)")
     else:

@@ -81,7 +81,10 @@ def render_diagnosis(diagnosis: Diagnosis) -> str:
         lines.append("  excerpt:")
         lines.extend("    | " + text for text in excerpt)
     lines.append(f"  why: {diagnosis.why}")
-    lines.append(f"  hint: {f.hint}" + (f" (a retry may help: {f.retryable_why})" if f.retryable else ""))
+    lines.append(
+        f"  hint: {f.hint}"
+        + (f" (a retry may help{': ' + f.retryable_why if f.retryable_why else ''})" if f.retryable else "")
+    )
     if f.info is not None:
         lines.append(f"  CANN's page: {f.info.page}")
     if diagnosis.explained:

@@ -82,7 +82,10 @@ def bar_note(a: AttemptRecord) -> str:
     said = []
     step = (a.resumed or {}).get("step")
     if a.attempt > 1 and a.resumed is not None:
-        said.append("from the start" if step is None else f"resumed at step {step}")
+        if a.resumed.get("by") == "script":
+            said.append("the script's own snapshot, if any")
+        else:
+            said.append("from the start" if step is None else f"resumed at step {step}")
     if a.root_cause is not None:
         said.append(f"{a.root_cause.label} on rank {a.root_cause.rank}")
     for excluded in a.excluded[:2]:

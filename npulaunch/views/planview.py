@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from npulaunch.host.redact import redact_argv
 from npulaunch.host.topology import format_cpulist
+from npulaunch.host.words import counted
 from npulaunch.plan.launchplan import LaunchPlan
 
 SHOWN_RANKS = 8  # per-rank lines (arguments, directories) before "... more in plan --json"
@@ -59,7 +60,7 @@ def render_plan_table(plan: LaunchPlan) -> str:
     rows = [row + ((cpu,) if bound else ()) + (log,) for row, cpu, log in zip(rows, cpus, logs)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = [
-        f"job {plan.job_id} ({plan.world_size} ranks on {len(plan.hosts)} host{'s' if len(plan.hosts) > 1 else ''})",
+        f"job {plan.job_id} ({counted(plan.world_size, 'rank')} on {counted(len(plan.hosts), 'host')})",
         f"command: {' '.join(redact_argv(plan.ranks[0].argv)) if plan.ranks else '-'}",
         f"job directory: {plan.job_dir}",
         f"rank table: {_rank_table(plan)}",

@@ -74,7 +74,9 @@ def attempt_lines(attempts: Sequence[AttemptRecord]) -> List[str]:
         resumed = a.resumed or {}
         if a.attempt > 1 and resumed:
             step, checkpoint = resumed.get("step"), resumed.get("checkpoint")
-            if step is not None:
+            if resumed.get("by") == "script":
+                head += "; no checkpoint from npulaunch (the script's own, if it keeps one)"
+            elif step is not None:
                 head += f"; resumed from step {step}"
             else:  # a torch file's name may carry no step
                 head += (
@@ -149,7 +151,7 @@ def root_cause_lines(root: FailureReport) -> List[str]:
             lines.extend("    | " + text for text in cause.excerpt)
     lines.extend(raised_lines(root))
     lines.append(f"  why this rank: {cause.why}")
-    lines.append(f"  hint: {cause.hint}" + (f" (a restart may help: {cause.retryable_why})" if cause.retryable else ""))
+    lines.append(f"  hint: {cause.hint}" + (f" ({_restart_may_help(cause.retryable_why)})" if cause.retryable else ""))
     info = cause.code_info or {}
     if info.get("page"):
         lines.append(f"  CANN's page for {cause.code}: {info['page']}")
@@ -160,3 +162,7 @@ def root_cause_lines(root: FailureReport) -> List[str]:
     for group in cause.others:
         lines.append(f"  {ranks_word(group.ranks)}: {group.what}")
     return lines
+
+
+def _restart_may_help(why: str) -> str:
+    return f"a restart may help: {why}" if why else "a restart may help"

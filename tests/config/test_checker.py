@@ -374,7 +374,7 @@ def test_the_good_file_of_the_flag_tests_passes(tmp_path: Path, log_dir: Path) -
     path = write_yaml(tmp_path, GOOD.replace("log_dir:", "workdir: .\n  log_dir:"), log_dir)
     result = run_cli("check", str(path))
     assert result.returncode == 0, result.stderr
-    assert "ok: 2 ranks on 1 host(s)" in result.stdout
+    assert "ok: 2 ranks on 1 host" in result.stdout
     assert job_dirs(log_dir) == []
 
 

@@ -242,7 +242,7 @@ def test_a_port_in_use_stops_the_job_and_is_not_retried(log_dir: Path, marker: s
     listen = "say:[ERROR]-HCCL(1,python3):-socket-type[1],-listen-on-ip[192.168.20.160]-and-specific-port[16666]-fail."
     timeout = "say:EI0006:-Getting-socket-times-out."
     argv = [sys.executable, str(RANKS / "rank.py"), f"0={listen}+{timeout}+exit:1", f"*={timeout}+hang@0.5"]
-    result = run_local(log_dir, marker, "--max-restarts", "2", "--", *argv, nproc=2)
+    result = run_local(log_dir, marker, "--max-restarts", "2", "--restart-on", "retryable", "--", *argv, nproc=2)
     assert result.returncode == 1
     summary = json.loads((log_dir / "m" / "summary.json").read_text())
     assert [a["root_cause"] for a in summary["attempts"]] == [

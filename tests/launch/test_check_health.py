@@ -42,7 +42,7 @@ def test_a_healthy_host_lists_what_was_checked(tmp_path: Path, marker: str) -> N
     assert checked.startswith("checked: 1 host, 2 NPUs, 1 session option, 1 environment variable, ")
     assert "rules between options, tools: hccn_tool x12, npu-smi x1" in checked
     assert "fatal:" not in result.stdout and "warning:" not in result.stdout
-    assert out[-1] == "ok: 2 ranks on 1 host(s); nothing was started"
+    assert out[-1] == "ok: 2 ranks on 1 host; nothing was started"
     assert job_dirs(tmp_path / "logs") == []
 
 
@@ -92,7 +92,7 @@ def test_each_fault_gives_its_finding_and_exit_code(fault: str, tmp_path: Path, 
         assert "npulaunch: error: the job cannot start on this host; nothing was started (" in result.stderr
         assert "the job would not start" in result.stdout
     else:
-        assert result.stdout.splitlines()[-1].startswith("ok: 2 ranks on 1 host(s)")
+        assert result.stdout.splitlines()[-1].startswith("ok: 2 ranks on 1 host")
     assert job_dirs(tmp_path / "logs") == []
 
 

@@ -155,7 +155,7 @@ def test_tls_on_one_host_only_and_a_healthy_check(netns_hosts, npu_tools, tmp_pa
     assert ok.returncode == 0, ok.stdout + ok.stderr
     head = next(line for line in ok.stdout.splitlines() if line.startswith("checked: "))
     assert "tools: hccn_tool x42, npu-smi x3, 6 NPU-to-NPU pings" in head, head
-    assert ok.stdout.splitlines()[-1] == "ok: 6 ranks on 3 host(s), each checked over SSH; nothing was started"
+    assert ok.stdout.splitlines()[-1] == "ok: 6 ranks on 3 hosts, each checked over SSH; nothing was started"
 
 
 def test_a_hung_tool_on_one_host_is_bounded(netns_hosts, npu_tools, tmp_path: Path, marker: str) -> None:

@@ -244,7 +244,7 @@ def test_devices_all_and_device_ips_come_from_each_hosts_npu_tools(
     assert planned.returncode == 2 and '"all" on a remote host' in planned.stderr
     checked = run_cli("check", str(config), "--job-id", "mh")
     assert checked.returncode == 0, checked.stderr
-    assert "ok: 6 ranks on 3 host(s), each checked over SSH; nothing was started" in checked.stdout
+    assert "ok: 6 ranks on 3 hosts, each checked over SSH; nothing was started" in checked.stdout
     result = run_cli("run", str(config), "--job-id", "mh", env={"NPLTEST_MARKER": marker})
     assert result.returncode == 0, result.stderr
     job = tmp_path / "logs" / "mh"

@@ -68,7 +68,7 @@ def decide_meeting(
     if not 0 < port <= MAX_PORT:
         raise ConfigError([config.problem(("framework", "master_port"), str(port), f"1 to {MAX_PORT}")])
     unknown = [h.host for h, ip in zip(config.hosts, host_ips) if ip is None]
-    if len(config.hosts) > 1 and unknown:
+    if len(config.hosts) > 1 and unknown and framework.backend != "gloo":
         notes.append(
             "HCCL_IF_IP is not set on " + ", ".join(unknown) + ": their address toward the first host is not "
             "known here (over SSH it is, when the job starts); HCCL then picks a NIC itself: set HCCL_IF_IP or "
