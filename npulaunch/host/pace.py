@@ -24,6 +24,7 @@ with one unbuffered write (a rank that dies loses none). Standard library only, 
 injection hook loads this file on its own when npulaunch itself is not importable.
 """
 
+import atexit
 import os
 import sys
 import threading
@@ -40,10 +41,15 @@ class Recorder(object):
     or, once the script calls ``step()`` itself, from the script: the hook's waits then add up into the
     script's steps."""
 
+    FLUSH_S = 1.0  # lines are written at most this often (the agent reads the file every 5 s), and at exit
+
     def __init__(self, path):
         self._path = path
         self._fd = None
         self._failed = False
+        self._lines = []
+        self._flushed = time.time()
+        atexit.register(self.flush)
         self._lock = threading.Lock()
         self.step = 0
         self.manual = False
@@ -83,16 +89,26 @@ class Recorder(object):
         if self._failed:
             return
         self.step += 1
-        line = "%.6f %d %.6f %s\n" % (
-            time.time(),
-            self.step,
-            max(busy, 0.0),
-            UNKNOWN_WAIT if wait is None else "%.6f" % max(wait, 0.0),
+        now = time.time()
+        self._lines.append(
+            "%.6f %d %.6f %s\n"
+            % (now, self.step, max(busy, 0.0), UNKNOWN_WAIT if wait is None else "%.6f" % max(wait, 0.0))
         )
+        if now - self._flushed >= self.FLUSH_S:
+            self._flush(now)
+
+    def flush(self):
+        with self._lock:
+            self._flush(time.time())
+
+    def _flush(self, now):
+        lines, self._lines, self._flushed = self._lines, [], now
+        if not lines or self._failed:
+            return
         try:
             if self._fd is None:
                 self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            os.write(self._fd, line.encode())
+            os.write(self._fd, "".join(lines).encode())
         except OSError:
             self._failed = True  # the pace is extra: never the rank's failure
 
@@ -206,10 +222,19 @@ class DdpSteps(object):
 
 class DdpBackward(object):
     """One DDP model's steps without a communication hook, so DDP's own C++ all-reduce stays (it divides the
-    gradients while copying them into its buckets; a Python hook needs a pass of its own for that): each
-    parameter's gradient-accumulated hook tells when backward produced it (the last one: every bucket is
-    ready), and a callback queued behind DDP's own at the end of backward tells when DDP has waited for every
-    all-reduce. A backward under ``no_sync()`` (no all-reduce) is part of the next synchronised step."""
+    gradients while copying them into its buckets; a Python hook needs a pass of its own for that): a
+    parameter's gradient-accumulated hook tells when backward produced its gradient (the last one: every
+    bucket is ready), and a callback queued behind DDP's own at the end of backward tells when DDP has waited
+    for every all-reduce. A backward under ``no_sync()`` (no all-reduce) is part of the next synchronised step.
+
+    A hook is a call from autograd into Python, ~6 µs a parameter a step on this machine: every parameter is
+    hooked for the first ``LEARN`` synchronised steps, then only those whose gradients came among the last
+    ``KEEP`` of any of them (a static graph produces its gradients in the same order every step). When a
+    synchronised backward ends without any kept hook firing (the graph changed), the next forward hooks
+    every parameter again and learns anew."""
+
+    LEARN = 8
+    KEEP = 3
 
     def __init__(self, found, model):
         self._recorder = found
@@ -217,14 +242,42 @@ class DdpBackward(object):
         self._last_ready = None
         self._previous_end = None
         self._queued = False
+        self._parameters = []
+        self._handles = {}  # id(parameter) -> its hook's handle
+        self._learning = 0
+        self._order = []  # while learning: the ids of this backward's gradients, in the order they came
+        self._lasts = set()
+        self._pending = False  # a forward with gradients ran, and its backward has not ended yet
 
     def watch(self, parameters):
-        """Hook every parameter that takes a gradient; the hooks' handles (``remove()`` ends the timing)."""
-        return [p.register_post_accumulate_grad_hook(self._accumulated) for p in parameters if p.requires_grad]
+        """Hook every parameter that takes a gradient, and learn which come last; the hooks' handles
+        (``remove()`` of each, or ``unwatch()``, ends the timing)."""
+        self._parameters = [p for p in parameters if p.requires_grad]
+        self._learning, self._lasts = self.LEARN, set()
+        for parameter in self._parameters:
+            if id(parameter) not in self._handles:
+                self._handles[id(parameter)] = parameter.register_post_accumulate_grad_hook(self._accumulated)
+        return list(self._handles.values())
+
+    def unwatch(self):
+        for handle in self._handles.values():
+            handle.remove()
+        self._handles = {}
+
+    def forward(self):
+        """Called at each forward of the model: a synchronised backward that no kept hook saw means the
+        graph changed; hook every parameter again."""
+        import torch
+
+        if self._pending and not self._learning:
+            self.watch(self._parameters)
+        self._pending = torch.is_grad_enabled() and getattr(self._model, "require_backward_grad_sync", True)
 
     def _accumulated(self, parameter):
         self._last_ready = time.perf_counter()
-        if not self._queued:  # the first gradient of this backward: at its end, queue the real callback
+        if self._learning:
+            self._order.append(id(parameter))
+        if not self._queued:  # the first hooked gradient of this backward: at its end, queue the real callback
             self._queued = True
             _engine().queue_callback(self._behind_ddp)
 
@@ -238,10 +291,22 @@ class DdpBackward(object):
         self._queued = False
         if not getattr(self._model, "require_backward_grad_sync", True):
             return  # no_sync(): nothing was all-reduced; this work is part of the next step's
+        self._pending = False
+        if self._learning:
+            self._learn()
         ready, self._last_ready = self._last_ready, None
         previous, self._previous_end = self._previous_end, now
         if previous is not None and ready is not None:  # the first step's busy time would include the start-up
             self._recorder.framework_step(ready - previous, now - ready)
+
+    def _learn(self):
+        self._lasts.update(self._order[-self.KEEP :])
+        self._order = []
+        self._learning -= 1
+        if self._learning:
+            return
+        for key in [key for key in self._handles if key not in self._lasts]:
+            self._handles.pop(key).remove()
 
 
 def _engine():
@@ -303,12 +368,17 @@ def time_ddp(module):
         original_register(self, None, npulaunch_pace_hook)
 
     def forward(self, *args, **kwargs):
-        if by_gradients and not getattr(self, "_npulaunch_seen", False):
+        timer = getattr(self, "_npulaunch_timer", None)
+        if timer is not None:
+            timer.forward()
+        elif by_gradients and not getattr(self, "_npulaunch_seen", False):
             self._npulaunch_seen = True
             if not steps:
                 try:
                     timer = DdpBackward(found, self)
                     timer.watch(self.module.parameters())
+                    timer.forward()
+                    self._npulaunch_timer = timer
                     steps.append(timer)
                     found.waits_known = True
                 except Exception as exc:  # never the rank's failure: the model runs untimed

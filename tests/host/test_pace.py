@@ -111,6 +111,45 @@ def test_ddp_steps_are_split_into_busy_and_wait_and_the_slow_rank_is_busy_longer
     assert wait_fast - wait_slow > 0.015, (wait_fast, wait_slow)  # that rank 0 waits for
 
 
+SWITCH = """
+import sys, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+class Two(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(4)])
+        self.b = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(4)])
+    def forward(self, x, branch):
+        return (self.a if branch == "a" else self.b)(x)
+model = torch.nn.parallel.DistributedDataParallel(Two(), find_unused_parameters=True)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(8, 16)
+for step in range(40):
+    opt.zero_grad()
+    model(x, "a" if step < 20 else "b").sum().backward()  # from step 20 on, other parameters
+    opt.step()
+    if step in (15, 39):
+        print("hooked", step, len(model._npulaunch_timer._handles))
+"""
+
+
+def test_once_learned_only_the_last_gradients_are_hooked_and_a_changed_graph_is_learned_again(tmp_path: Path) -> None:
+    require(importlib.util.find_spec("torch") is not None, "torch (pip install -e '.[torch]')")
+    script = tmp_path / "switch.py"
+    script.write_text(SWITCH)
+    rank_dir = tmp_path / "rank-0"
+    rank_dir.mkdir()
+    env = rank_env(rank_dir, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port_window(1)), WORLD_SIZE="1", RANK="0")
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "hooked 15 3" in done.stdout  # of 16 parameters, the 3 whose gradients came last
+    assert "hooked 39 3" in done.stdout  # branch b's last 3, learned again after the switch
+    steps = [s for s, _, _ in pace_lines(rank_dir)]
+    # every step timed but the first (start-up) and the one whose kept hooks did not fire (the switch)
+    assert len(steps) == 38 and steps == list(range(1, 39)), steps
+
+
 def test_the_scripts_own_hook_runs_whether_registered_before_or_after_the_first_forward(tmp_path: Path) -> None:
     for mode in ("own-before", "own-after"):
         (tmp_path / mode).mkdir()
