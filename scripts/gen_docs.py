@@ -677,7 +677,7 @@ def render_torchrun() -> str:
         "`exec` read it: `npulaunch run --nproc-per-node 8 train.py --lr 0.1` is torchrun's command line. Dashes "
         "and underscores alike; a flag not given is read from its `PET_` variable in torchrun's form (a script "
         'or a command, no YAML), as torchrun reads it. A flag marked "no use" is accepted and named in the '
-        "plan's notes and in `--debug`'s log, never an error. `tests/config/test_torchrun_flags.py` checks this "
+        "plan's notes and in `--debug`'s log, never an error. `tests/config/test_torchrun_meaning.py` checks this "
         "list against the installed torch's own parser, and each row's behaviour.\n\n",
     ]
     rows = []
