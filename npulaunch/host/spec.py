@@ -134,6 +134,7 @@ class HostPlan:
     # the live NPU health watch (host/health/watch.py): {"interval_s": float, "tool_timeout_s": float,
     # "devices": [physical ids], "nics": bool (the NICs' links too: a job across hosts)}; None = off
     health_watch: Optional[Dict[str, Any]] = None
+    store_port: Optional[int] = None  # serve torch's TCPStore on this port before the ranks start (tcpstore.py)
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)

@@ -43,12 +43,14 @@ def build_plan(
     node: Optional[int] = None,
     host_cpus: Optional[Callable[[bool], HostCpus]] = None,
     exclusions: Sequence[Exclusion] = (),
+    agents: bool = True,
 ) -> LaunchPlan:
     """Expand the config into ranks. Raises ConfigError/PlanError; never starts anything.
     ``node``: under a scheduler, the index of the node this plan is run on. ``host_cpus``: this
     host's CPU facts (host/topology.py; the argument says whether the NPUs' places are needed),
     read from the machine by default. ``exclusions``: NPUs and hosts a recovery took out of the job:
-    spares take their place (plan/placement.py; NoSpare when none fits)."""
+    spares take their place (plan/placement.py; NoSpare when none fits). ``agents``: npulaunch's agents start
+    the ranks (not ``npulaunch exec``'s rank mode), so the first host's may serve the job's TCPStore."""
     problems: List[ConfigProblem] = []
     validate_job_id(
         job_id, lambda found, allowed, hint: problems.append(config.problem(("job", "id"), found, allowed, hint))
@@ -113,6 +115,14 @@ def build_plan(
         from npulaunch.plan.frameworks.meeting import decide_meeting
 
         meeting = decide_meeting(config, discovery, framework.DEFAULT_PORT or 0, sources, notes, node)
+        if agents and config.framework.name is Framework.PYTORCH:
+            from dataclasses import replace as replaced
+
+            from npulaunch.plan.frameworks.pytorch import agent_store
+
+            serve, why = agent_store()
+            meeting = replaced(meeting, served=serve)
+            sources["TORCHELASTIC_USE_AGENT_STORE"] = why
     job = RankJob(
         config,
         job_id,
@@ -196,6 +206,7 @@ def build_plan(
         helpers=tuple(helpers),
         framework=config.framework.name.value,
         meeting=None if meeting is None else (meeting.address, meeting.port),
+        store_port=meeting.port if meeting is not None and meeting.served else None,
     )
 
 
@@ -206,7 +217,11 @@ def _framework_notes(config: ClusterConfig, meeting: Optional[Meeting], helpers:
         return []
     notes = []
     if meeting is not None:
-        what = "the TCPStore rank 0 hosts" if framework.name is Framework.PYTORCH else "the scheduler"
+        what = "the scheduler"
+        if framework.name is Framework.PYTORCH:
+            what = "the TCPStore rank 0 hosts"
+            if meeting.served:
+                what = f"the TCPStore npulaunch's agent on {config.hosts[0].host} serves before any rank starts"
         notes.append(f"the processes meet at {what}: {meeting.address}:{meeting.port}")
     for helper in helpers:
         notes.append(

@@ -98,6 +98,7 @@ class LaunchPlan:
     attempt: int = 0  # 0: the job is not restarted; else the attempt number, 1 first
     max_restarts: int = 0
     restart_on: str = "retryable"  # job.restart_on: which failures max_restarts restarts after
+    store_port: Optional[int] = None  # pytorch: the TCPStore the first host's agent serves (host/tcpstore.py)
     crash_loop_limit: int = 3  # job.crash_loop_limit (launch/crashloop.py)
     local_names: Tuple[str, ...] = LOCAL_HOST_NAMES  # the hosts that are this machine
     node: Optional[int] = None  # under a scheduler (node mode): this node's index; only its ranks run here
@@ -156,6 +157,7 @@ class LaunchPlan:
             rank_table=self.rank_table,
             rank_table_path=self.rank_table_path,
             health_watch=self.health_watch(node_rank),
+            store_port=self.store_port if node_rank == 0 else None,
         )
 
     def devices_by_host(self) -> Dict[str, Tuple[int, ...]]:

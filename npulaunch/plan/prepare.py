@@ -44,6 +44,7 @@ class Loaded:
     view: "Optional[SchedulerView]" = None  # None without a scheduler
     # how the other hosts' agents are started: "" over SSH; "srun": as Slurm job steps; "mpirun": by Open MPI's mpirun
     transport: str = ""
+    rank_mode: bool = False  # npulaunch exec: each rank is its own process, no agent serves a store
 
 
 def load(
@@ -116,7 +117,7 @@ def load(
         from npulaunch.plan.layout import JobLayout
 
         config = _exchange_device_ips(config, node, JobLayout.under(config.job.log_dir, job_id, node), view)
-    return Loaded(config, job_id, source, node, local_names, view, transport)
+    return Loaded(config, job_id, source, node, local_names, view, transport, rank_mode)
 
 
 def holds_allocation(config: "ClusterConfig", view: "SchedulerView") -> bool:
@@ -284,6 +285,7 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
             attempt=attempt,
             node=loaded.node,
             exclusions=[*history.exclusions(), *exclusions],
+            agents=not loaded.rank_mode,
         )
         return _checked_identity(loaded, history.told(plan))
 

@@ -36,6 +36,7 @@ class Meeting:
     port: int
     # each host's own address on the network that reaches the meeting point (HCCL_IF_IP), None: unknown
     host_ips: Tuple[Optional[str], ...] = ()
+    served: bool = False  # pytorch: the first host's agent serves the TCPStore (host/tcpstore.py), not rank 0
 
 
 @dataclass(frozen=True)

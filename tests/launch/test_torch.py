@@ -57,6 +57,8 @@ def test_four_ranks_form_their_group_from_the_environment_alone(tmp_path: Path, 
         assert [0, 2, 4, 6][int(env["LOCAL_RANK"])] == devices[entry["rank"]]
         assert (env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"], env["GROUP_WORLD_SIZE"]) == ("4", "4", "1")
         assert env["MASTER_ADDR"] == "127.0.0.1" and env["TORCHELASTIC_RESTART_COUNT"] == "0"
+        # every rank is a client of the store npulaunch's agent serves (rank 0 hosts none)
+        assert env["TORCHELASTIC_USE_AGENT_STORE"] == "True"
         assert env["OMP_NUM_THREADS"] == "1" and env["RANK_ID"] is None
         assert env["TORCHELASTIC_ERROR_FILE"].endswith(f"/t4/rank-{entry['rank']}/error.json")
     summary = json.loads((tmp_path / "logs" / "t4" / "summary.json").read_text())

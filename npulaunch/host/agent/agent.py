@@ -16,7 +16,7 @@ import os
 import signal
 import subprocess
 import time
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from npulaunch.host import procs
 from npulaunch.host.agent.guard import Guard
@@ -80,6 +80,7 @@ class Agent:
             self._health = HealthWatch(plan.health_watch, on_device, self._base_env, clock)
         self._stray_pids: List[int] = []
         self._closed = False
+        self._store: Optional[Any] = None  # torch's TCPStore served for the job's ranks (plan.store_port)
 
     def watch(self, fd: int, on_readable: Callable[[], None]) -> None:
         """Wake the loop when ``fd`` is readable and call ``on_readable`` (the remote agent's stdin)."""
@@ -215,6 +216,8 @@ class Agent:
             debug(__name__, "closing with ranks still running: SIGKILL to everything")
             self._signal_everything(signal.SIGKILL)
         self._dumps.close()
+        if self._store is not None:
+            self._store.close()
         if self._health is not None:
             self._health.close()
         for proc in self.ranks:
@@ -279,6 +282,7 @@ class Agent:
     def _start_all(self) -> None:
         self._emit(EventKind.JOB_STARTED, ranks=[r.spec.rank for r in self.ranks], pid=os.getpid())
         cpus, refused = self._cpus_here()
+        refused = refused or self._serve_store()
         for proc in self.ranks:
             if self._stopping:  # a signal arrived while we were still starting ranks
                 break
@@ -288,6 +292,20 @@ class Agent:
             self._start(proc, cpus.get(proc.spec.rank, proc.spec.cpus))
             for signum in self._inbox.take() if self._inbox else ():
                 self._on_signal(signum)
+
+    def _serve_store(self) -> str:
+        """Serve the job's TCPStore before any rank starts (the ranks are its clients); why none can start
+        when its port cannot be had."""
+        if self.plan.store_port is None:
+            return ""
+        from npulaunch.host.tcpstore import StoreServer
+
+        try:
+            self._store = StoreServer(self.plan.store_port).start()
+        except OSError as exc:
+            return f"npulaunch cannot serve the TCPStore on port {self.plan.store_port} of {self.plan.host}: {exc}"
+        debug(__name__, "serving the TCPStore on port %d", self.plan.store_port)
+        return ""
 
     def _cpus_here(self) -> Tuple[Dict[int, Tuple[int, ...]], str]:
         """The CPUs of ranks whose binding the plan left to this host (it had no facts of it), decided

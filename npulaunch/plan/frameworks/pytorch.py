@@ -55,7 +55,8 @@ VARIABLES = (
     Variable("TORCHELASTIC_RUN_ID", "the job id", f"{_AGENT} L428"),
     Variable(
         "TORCHELASTIC_USE_AGENT_STORE",
-        "False: rank 0 hosts the TCPStore",
+        "True: npulaunch's agent on the first host serves the TCPStore before any rank starts, every rank is "
+        "a client (as torchrun's agent); False: rank 0 hosts it",
         "rendezvous.py L158-205",
     ),
     Variable(
@@ -86,6 +87,24 @@ OWNED = tuple(v.name for v in VARIABLES if v.name not in ("OMP_NUM_THREADS", "HC
 # the TF Adapter's names: a stale value inherited from an Ascend shell would mislead a script reading them
 FOREIGN = ("RANK_ID", "RANK_SIZE", "DEVICE_ID", "ASCEND_DEVICE_ID", "RANK_INDEX", "DEVICE_INDEX", "POD_NAME")
 ERROR_FILENAME = "error.json"
+
+
+AGENT_STORE_SINCE = (2, 4)  # torch's client of this protocol (VALIDATE, then PING) as host/tcpstore.py serves it
+
+
+def agent_store() -> Tuple[bool, str]:
+    """Whether npulaunch serves the TCPStore (torch's agent store), and why: for torch 2.4 and later, the
+    version the launcher's Python has (the one torchrun's form runs the script with); tested with 2.13."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return False, "rank 0 hosts the TCPStore: torch is not installed beside npulaunch (its version unknown)"
+    numbers = tuple(int(part) for part in version.split("+")[0].split(".")[:2] if part.isdigit())
+    if numbers < AGENT_STORE_SINCE:
+        return False, f"rank 0 hosts the TCPStore: torch {version} (npulaunch serves it for torch 2.4 and later)"
+    return True, f"npulaunch's agent serves the TCPStore (torch {version}, as torchrun's agent store)"
 
 
 def refuse(config: "ClusterConfig") -> List["ConfigProblem"]:
@@ -121,7 +140,7 @@ def host_env(ctx: HostContext) -> Tuple[Dict[str, str], Dict[str, str], List[str
         "TORCHELASTIC_RESTART_COUNT": str(ctx.restart_count),
         "TORCHELASTIC_MAX_RESTARTS": str(ctx.max_restarts),
         "TORCHELASTIC_RUN_ID": ctx.job_id,
-        "TORCHELASTIC_USE_AGENT_STORE": "False",
+        "TORCHELASTIC_USE_AGENT_STORE": str(meeting.served),
         "ASCEND_RT_VISIBLE_DEVICES": ",".join(str(d) for d in ctx.visible),
     }
     unset = [name for name in FOREIGN if name not in ctx.yaml_env]
