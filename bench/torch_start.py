@@ -314,9 +314,9 @@ def render(data: dict, launchers: list[Launcher]) -> str:
         "Where the time goes (seconds from the launcher's start to the first rank's first statement, then "
         "to the last rank's: first statement, `import torch` done, `init_process_group` done, all-reduce "
         "done; then the launcher's exit; each column its own median). The wait in `init_process_group` "
-        "once every rank has imported torch is the TCPStore: under the floor and npulaunch rank 0 hosts "
-        "it, and a rank that tried before it listened retries with a backoff; torchrun's agent hosts it "
-        "before any rank starts (TORCHELASTIC_USE_AGENT_STORE).",
+        "once every rank has imported torch is the TCPStore: under the floor rank 0 hosts it, and a rank "
+        "that tried before it listened retries with a backoff; torchrun's agent and npulaunch's serve it "
+        "before any rank starts (TORCHELASTIC_USE_AGENT_STORE=True).",
         "",
         "| ranks | launcher | first rank started | last rank started | last import torch | last init | "
         "last all-reduce | launcher exit | waited in init (last init - last import) |",
