@@ -17,6 +17,7 @@ from npulaunch.host.errors import ConfigError
 from npulaunch.host.spec import HELPER_RANK
 from npulaunch.plan.build import build_plan
 from npulaunch.plan.frameworks import contract
+from npulaunch.plan.frameworks.pytorch import agent_store
 from npulaunch.plan.launchplan import Discovery, LaunchPlan
 
 LOCAL = Discovery(devices=lambda: [], device_ips=lambda ids: None, free_ports=lambda n: (41000,) * n)
@@ -86,7 +87,8 @@ def test_torch_ranks_get_torchruns_variables_with_torchruns_meanings() -> None:
         "TORCHELASTIC_RESTART_COUNT": "0",
         "TORCHELASTIC_MAX_RESTARTS": "0",
         "TORCHELASTIC_RUN_ID": "job-1",
-        "TORCHELASTIC_USE_AGENT_STORE": "False",  # rank 0 hosts the TCPStore (rendezvous.py L158-205)
+        # npulaunch's agent serves the TCPStore when torch 2.4+ is beside it (agent_store), else rank 0 hosts it
+        "TORCHELASTIC_USE_AGENT_STORE": str(agent_store()[0]),
         "OMP_NUM_THREADS": "1",  # two ranks on the host and none set (run.py L872-884)
     }.items():
         assert first[name] == value, name
@@ -339,3 +341,33 @@ def test_every_contract_cites_a_source_for_every_variable(name: Framework) -> No
     assert all(variable.source and variable.meaning for variable in module.VARIABLES)
     names = [variable.name for variable in module.VARIABLES]
     assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize(
+    "installed,served",
+    [("2.13.0+cpu", True), ("2.4.0", True), ("2.3.1", False), ("1.13.1", False), (None, False)],
+)
+def test_the_agent_serves_the_store_for_torch_2_4_and_later(
+    monkeypatch: pytest.MonkeyPatch, installed: Optional[str], served: bool
+) -> None:
+    from importlib import metadata
+
+    def version(name: str) -> str:
+        if installed is None:
+            raise metadata.PackageNotFoundError(name)
+        return installed
+
+    monkeypatch.setattr(metadata, "version", version)
+    serve, why = agent_store()
+    assert serve is served
+    assert ("npulaunch's agent serves" if served else "rank 0 hosts the TCPStore") in why
+    plan = plan_of(TORCH_ONE_HOST)
+    assert env(plan, 0)["TORCHELASTIC_USE_AGENT_STORE"] == str(served)
+    assert plan.store_port == (plan.meeting[1] if served else None)
+    assert plan.host_plan(0).store_port == plan.store_port
+
+
+def test_under_exec_no_agent_serves_the_store_so_rank_0_hosts_it() -> None:
+    plan = build_plan(config_of(TORCH_ONE_HOST), "job-1", "uuid-1", LOCAL, agents=False)
+    assert env(plan, 0)["TORCHELASTIC_USE_AGENT_STORE"] == "False" and plan.store_port is None
+    assert any("the TCPStore rank 0 hosts" in note for note in plan.notes)

@@ -40,6 +40,7 @@ SHOWN = (
     "RANK_ID",
     "DEVICE_ID",
     "NPULAUNCH_HOST",
+    "TORCHELASTIC_USE_AGENT_STORE",
 )
 
 
