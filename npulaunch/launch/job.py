@@ -110,6 +110,8 @@ def check_this_host(
         from npulaunch.plan.checks.remote import probe_asks, review_health
 
         asks = probe_asks(loaded.config, loaded.job_id, settings)
+        if loaded.node is not None:  # one node of several (a scheduler's, or --node-rank): its own host only
+            asks = {host: ask for host, ask in asks.items() if host == loaded.config.hosts[loaded.node].host}
         answers = {host: probe(ask) for host, ask in asks.items()}
         findings, checked = review_health(loaded.config, answers, asks, settings)
     if problems or fatal(findings):

@@ -8,11 +8,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
+import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from helpers import RANKS, base_env, free_port_window, npulaunch_argv, require, run_cli
+from helpers import RANKS, base_env, free_port_window, npulaunch_argv, require, run_cli, wait_until
 from test_torch import rank_lines
 
 from npulaunch.cliargs import build_parser, split_script
@@ -73,12 +75,16 @@ def test_node_flags_that_do_not_fit_are_refused_before_anything_starts(tmp_path:
     assert "Traceback" not in result.stderr
 
 
-def test_two_npulaunch_processes_are_two_nodes_of_one_torch_job(tmp_path: Path, marker: str) -> None:
-    """torchrun's way under a scheduler: the same command on each node, with its --node-rank."""
+@pytest.mark.parametrize("first", [0, 1])
+def test_two_npulaunch_processes_are_two_nodes_of_one_torch_job(tmp_path: Path, marker: str, first: int) -> None:
+    """torchrun's way under a scheduler: the same command on each node, with its --node-rank. Either node
+    may come first: node 1 arriving after node 0's agent serves the store at the master port is not "the
+    port is in use" (that was a race CI met: node 1's preflight checked node 0's port here)."""
     require(importlib.util.find_spec("torch") is not None, "torch (pip install -e '.[torch]')")
     port = free_port_window(1)
-    nodes = [
-        subprocess.Popen(
+
+    def start(node: int) -> subprocess.Popen:
+        return subprocess.Popen(
             npulaunch_argv(
                 "run",
                 "--nnodes",
@@ -104,8 +110,14 @@ def test_two_npulaunch_processes_are_two_nodes_of_one_torch_job(tmp_path: Path, 
             stderr=subprocess.PIPE,
             text=True,
         )
-        for node in (0, 1)
-    ]
+
+    early = start(first)
+    if first == 0:  # node 0's agent serves the store before its ranks start: wait for it
+        assert wait_until(lambda: listening(port), 60), "node 0's agent never served the store"
+    else:
+        time.sleep(1)
+    late = start(1 - first)
+    nodes = [early, late] if first == 0 else [late, early]
     outputs = [node.communicate(timeout=180) for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], [err for _, err in outputs]
     ranks = rank_lines(outputs[0][0] + outputs[1][0])
@@ -120,3 +132,8 @@ def test_two_npulaunch_processes_are_two_nodes_of_one_torch_job(tmp_path: Path, 
     assert plan["sources"]["scheduler"].startswith("--nnodes")
     assert plan["rank_table"] is None  # no device IPs to swap: the nodes start at once, sharing nothing
     assert sys.executable in plan["ranks"][0]["argv"][0]
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
