@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
