@@ -382,8 +382,13 @@ def node_flag_problems(args: argparse.Namespace) -> List[ConfigProblem]:
         elif not 0 <= args.node_rank < args.nnodes:
             bad("--node-rank", args.node_rank, f"0 to {args.nnodes - 1} (--nnodes {args.nnodes})")
     if args.nnodes is not None and args.nnodes > 1:
-        if args.node_rank is None:
-            bad("--nnodes", args.nnodes, "--nnodes with --node-rank", "each node's npulaunch says which node it is")
+        if args.node_rank is None and getattr(args, "rendezvous", None) is None:
+            bad(
+                "--nnodes",
+                args.nnodes,
+                "--nnodes with --node-rank, or --rdzv-backend c10d",
+                "each node's npulaunch says which node it is, or they meet at --rdzv-endpoint and are told",
+            )
         if args.master_addr is None:
             bad(
                 "--nnodes",
@@ -464,6 +469,7 @@ def overrides_from(args: argparse.Namespace, command: Optional[List[str]]) -> "O
         master_port=args.master_port,
         nnodes=args.nnodes,
         node_rank=args.node_rank,
+        rendezvous=getattr(args, "rendezvous", None),
         role=args.role,
         script=getattr(args, "script", None),
         transport=Transport(args.transport) if getattr(args, "transport", None) else None,

@@ -17,9 +17,12 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Tuple
 
 from npulaunch.host.errors import ConfigError, ConfigProblem
+
+if TYPE_CHECKING:
+    from npulaunch.config.cluster import Rendezvous
 
 TORCHRUN = "torch 2.13.0, torch/distributed/run.py"
 C10D_PORT = 29400  # the c10d rendezvous' default port (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py)
@@ -73,8 +76,8 @@ FLAGS = (
     _flag(
         "--nnodes",
         "nnodes",
-        "N or MIN:MAX nodes; one node unless more are asked for; several: one npulaunch per node "
-        "(static: with --node-rank)",
+        "N or MIN:MAX nodes; one node unless more are asked for; several: one npulaunch per node, given its "
+        "--node-rank (static), or told it at the c10d rendezvous, which starts with MIN nodes after the last call",
         own=True,
     ),
     _flag(
@@ -89,13 +92,15 @@ FLAGS = (
     _flag(
         "--rdzv-endpoint --rdzv_endpoint",
         "rdzv_endpoint",
-        "HOST[:PORT] where the nodes meet (c10d's port 29400 by default): MASTER_ADDR and MASTER_PORT",
+        "HOST[:PORT] where the nodes meet (c10d's port 29400 by default); c10d across nodes: the npulaunch of "
+        "that host serves the rendezvous, node 0's agent the ranks' store; otherwise MASTER_ADDR and MASTER_PORT",
     ),
     _flag("--rdzv-id --rdzv_id", "rdzv_id", "the job's id: JOB_ID and TORCHELASTIC_RUN_ID, unless --job-id says"),
     _flag(
         "--rdzv-conf --rdzv_conf",
         "rdzv_conf",
-        "KEY=VALUE,...: torchrun's rendezvous settings, checked; they matter only when nodes meet",
+        "KEY=VALUE,...: torchrun's rendezvous settings, checked; join_timeout (600 s), last_call_timeout (30 s) "
+        "and is_host apply when nodes meet at the c10d rendezvous",
     ),
     _flag("--standalone", "standalone", "one node, meeting on a free local port", switch=True),
     _flag(
@@ -291,20 +296,21 @@ def read_torchrun(args: argparse.Namespace, environ: Mapping[str, str], torchrun
         if high > 1 and args.standalone:
             bad("--nnodes", nnodes_text, "1 with --standalone", "--standalone runs one node")
         elif high > 1 and backend == "c10d" and args.node_rank is None:
-            bad(
-                "--nnodes",
-                nnodes_text,
-                "with --rdzv-backend c10d, one node for now, or --node-rank K on each node",
-                "npulaunch's c10d rendezvous across nodes is not built yet: give each node its --node-rank and "
-                "the same --rdzv-endpoint (or --master-addr), or use a cluster YAML",
-            )
+            args.nnodes = high  # node rank and count: decided where the nodes meet (plan/schedulers/c10d.py)
         elif high > 1 and low != high:
             bad("--nnodes", nnodes_text, "N (a fixed number of nodes) with --rdzv-backend static")
         elif high > 1:
             args.nnodes = high
     all_devices = _nproc(args, environ, bad)
     endpoint = (args.rdzv_endpoint or "").strip()
-    if endpoint:
+    conf = _rdzv_conf(args.rdzv_conf, bad) if args.rdzv_conf else {}
+    args.rendezvous = None
+    if args.nnodes and backend == "c10d" and args.node_rank is None and nnodes_range is not None:
+        host, port = _endpoint(endpoint, C10D_PORT, bad) if endpoint else ("localhost", C10D_PORT)
+        args.rendezvous = _rendezvous(host, port, args.rdzv_id or "none", nnodes_range, conf, bad)
+        if args.config is None:
+            args.master_addr = args.master_addr or host  # a stand-in until the nodes meet
+    elif endpoint:
         host, port = _endpoint(endpoint, C10D_PORT if backend == "c10d" else None, bad)
         if host and args.master_addr is None:
             args.master_addr = host
@@ -312,8 +318,6 @@ def read_torchrun(args: argparse.Namespace, environ: Mapping[str, str], torchrun
             args.master_port = port
     if args.rdzv_id and args.job_id is None and not args.standalone:
         args.job_id = args.rdzv_id
-    if args.rdzv_conf:
-        _rdzv_conf(args.rdzv_conf, bad)
     if args.shutdown_timeout is not None and args.grace_period is None:
         seconds = _number(args.shutdown_timeout, "--shutdown-timeout", "whole seconds from 0 to 3600", bad)
         args.grace_period = seconds
@@ -391,6 +395,40 @@ def _endpoint(text: str, default_port: Optional[int], bad: Callable[..., None]) 
         bad("--rdzv-endpoint", text, "HOST:PORT with a port from 0 to 65535")
         return host, None
     return host, int(port) or None  # port 0: a free one
+
+
+def _rendezvous(
+    host: str,
+    port: Optional[int],
+    run_id: str,
+    nnodes: Tuple[int, int],
+    conf: Mapping[str, str],
+    bad: Callable[..., None],
+) -> Optional[Rendezvous]:
+    """The c10d rendezvous of one npulaunch per node with no node rank, with --rdzv-conf's timeouts."""
+    timeouts = {"join_timeout": 600.0, "last_call_timeout": 30.0}
+    for name in timeouts:
+        if name in conf:
+            try:
+                timeouts[name] = float(conf[name])
+            except ValueError:
+                timeouts[name] = -1.0
+            if not 0 < timeouts[name] <= 86400:
+                bad("--rdzv-conf", f"{name}={conf[name]}", f"{name}=SECONDS, more than 0 and at most 86400")
+    is_host = None
+    if "is_host" in conf:
+        word = conf["is_host"].lower()
+        is_host = word in ("1", "true", "t", "yes", "y")  # torch's RendezvousParameters.get_as_bool
+        if not is_host and word not in ("0", "false", "f", "no", "n"):
+            bad("--rdzv-conf", f"is_host={conf['is_host']}", "is_host=1 or is_host=0 (true, false, yes, no)")
+    from npulaunch.config.cluster import Rendezvous
+
+    if port is None:
+        bad("--rdzv-endpoint", f"{host}:0", "HOST:PORT with a port from 1 to 65535 when nodes meet there")
+        return None
+    return Rendezvous(
+        host, port, run_id, nnodes[0], nnodes[1], timeouts["join_timeout"], timeouts["last_call_timeout"], is_host
+    )
 
 
 def _rdzv_conf(text: str, bad: Callable[..., None]) -> Dict[str, str]:

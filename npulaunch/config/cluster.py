@@ -56,6 +56,22 @@ class StartMode(str, Enum):
 
 
 @dataclass(frozen=True)
+class Rendezvous:
+    """torchrun's c10d rendezvous (``--rdzv-backend c10d --rdzv-endpoint HOST:PORT --nnodes MIN:MAX``): one
+    npulaunch per node, with no node rank; they meet at a TCPStore on the endpoint, which the npulaunch
+    of the endpoint's host serves, and are given their node ranks there (plan/schedulers/c10d.py)."""
+
+    host: str
+    port: int
+    run_id: str  # --rdzv-id ("none", as torchrun's default)
+    min_nodes: int
+    max_nodes: int
+    join_timeout_s: float = 600.0  # torchrun's defaults (dynamic_rendezvous.py RendezvousTimeout)
+    last_call_s: float = 30.0
+    is_host: Optional[bool] = None  # --rdzv-conf is_host: None: this host serves when the endpoint is its own
+
+
+@dataclass(frozen=True)
 class FrameworkConfig:
     """The ``framework`` section (or its short form ``framework: pytorch``)."""
 
@@ -71,6 +87,7 @@ class FrameworkConfig:
     # way): how many nodes, and which one this is. None: npulaunch sees every host of the job
     nnodes: Optional[int] = None
     node_rank: Optional[int] = None
+    rendezvous: Optional[Rendezvous] = None  # c10d: nnodes and node_rank are decided where the nodes meet
 
     @property
     def start_mode(self) -> Optional[StartMode]:

@@ -18,6 +18,7 @@ from npulaunch.config.cluster import (
     HostConfig,
     JobConfig,
     RankTableMode,
+    Rendezvous,
     RestartOn,
     StartMode,
     Transport,
@@ -53,6 +54,7 @@ class Overrides:
     master_port: Optional[int] = None
     nnodes: Optional[int] = None  # torchrun's --nnodes / --node-rank: one npulaunch per node
     node_rank: Optional[int] = None
+    rendezvous: Optional[Rendezvous] = None  # torchrun's c10d rendezvous, with no --node-rank
     role: Optional[str] = None  # torchrun's --role: ROLE_NAME
     script: Optional[str] = None  # torchrun's form: the script (or -m module) the command runs
     transport: Optional[Transport] = None  # --transport: how the remote hosts' agents are started
@@ -178,7 +180,7 @@ def _framework(config: ClusterConfig, flags: Overrides, sources: Dict[str, str])
         backend = detect_cpu_backend(flags.script, config.job.workdir)
         if backend:
             changes["backend"], sources["framework.backend"] = backend, f"{flags.script} uses {backend}"
-    for attr in ("master_addr", "master_port", "nnodes", "node_rank", "role"):
+    for attr in ("master_addr", "master_port", "nnodes", "node_rank", "rendezvous", "role"):
         value = getattr(flags, attr)
         if value is not None:
             changes[attr], sources[f"framework.{attr}"] = value, "cli"

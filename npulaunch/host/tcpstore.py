@@ -296,6 +296,58 @@ class StoreServer(object):
                 del self._waiting[key]
 
 
+class StoreClient(object):
+    """A client of a TCPStore (torch's server or npulaunch's), for the launcher's own keys: the c10d
+    rendezvous of launch/ (plan/schedulers/c10d.py). Blocking, one query at a time, each bounded by
+    ``timeout_s``; an OSError (the server went away) reaches the caller."""
+
+    def __init__(self, host, port, timeout_s=30.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.sendall(bytes([VALIDATE]) + _U32.pack(MAGIC))
+
+    def close(self):
+        self.sock.close()
+
+    def set(self, key, value):
+        self.sock.sendall(bytes([SET]) + _vector(_b(key)) + _vector(_b(value)))
+
+    def get(self, key):
+        """The key's value; b"" when it does not exist (npulaunch's server; torch's waits for it)."""
+        self.sock.sendall(bytes([GET]) + _vector(_b(key)))
+        return self._blob()
+
+    def add(self, key, amount):
+        self.sock.sendall(bytes([ADD]) + _vector(_b(key)) + _I64.pack(amount))
+        return _I64.unpack(self._exactly(8))[0]
+
+    def compare_set(self, key, expected, new):
+        """The key's value after the swap (``new`` when it held ``expected``, or was missing and
+        ``expected`` is empty)."""
+        self.sock.sendall(bytes([COMPARE_SET]) + _vector(_b(key)) + _vector(_b(expected)) + _vector(_b(new)))
+        return self._blob()
+
+    def check(self, keys):
+        self.sock.sendall(bytes([CHECK]) + _U64.pack(len(keys)) + b"".join(_vector(_b(k)) for k in keys))
+        return self._exactly(1) == READY
+
+    def _blob(self):
+        return self._exactly(_U64.unpack(self._exactly(8))[0])
+
+    def _exactly(self, size):
+        data = b""
+        while len(data) < size:
+            chunk = self.sock.recv(size - len(data))
+            if not chunk:
+                raise ConnectionError("the store closed the connection")
+            data += chunk
+        return data
+
+
+def _b(text):
+    return text.encode() if isinstance(text, str) else bytes(text)
+
+
 def _listen(host, port):
     """A listening socket on every IPv4 and IPv6 address (or ``host``), as torch's server binds."""
     if not host and socket.has_ipv6:

@@ -68,11 +68,15 @@ def load(
     else:
         config = config_from_cli(overrides, os.getcwd())
     view = None  # without a scheduler's variables the scheduler module is not even imported (~10 ms)
+    met_job_id = None
+    if config.framework.rendezvous is not None and config.framework.node_rank is None:
+        config, met_job_id = _meet(config, overrides, starting)
     nodes = config.framework
     if nodes.nnodes is not None and nodes.nnodes > 1 and nodes.node_rank is not None and nodes.master_addr:
         from npulaunch.plan.schedulers.detect import flags_view
 
-        view = flags_view(nodes.nnodes, nodes.node_rank, nodes.master_addr)
+        met_at = config.sources.get("framework.node_rank", "") if nodes.rendezvous is not None else ""
+        view = flags_view(nodes.nnodes, nodes.node_rank, nodes.master_addr, met_at)
     elif scheduler != "auto" or any(os.environ.get(name) for name in SCHEDULER_MARKERS):
         import socket
 
@@ -99,7 +103,9 @@ def load(
     elif view is not None:
         config, node, view = _allocated(config, view, rank_mode)
         local_names = (config.hosts[node].host,) + local_names
-    if overrides.job_id is not None:
+    if met_job_id is not None and met_job_id != overrides.job_id:
+        job_id, source = met_job_id, "node 0's, at the c10d rendezvous"
+    elif overrides.job_id is not None:
         job_id, source = overrides.job_id, "cli"
     elif config.job.id is not None:
         job_id, source = config.job.id, "yaml"
@@ -118,6 +124,62 @@ def load(
 
         config = _exchange_device_ips(config, node, JobLayout.under(config.job.log_dir, job_id, node), view)
     return Loaded(config, job_id, source, node, local_names, view, transport, rank_mode)
+
+
+def _meet(config: "ClusterConfig", overrides: Overrides, starting: bool) -> "Tuple[ClusterConfig, Optional[str]]":
+    """torchrun's c10d rendezvous (one npulaunch per node, no node rank): when the job starts, meet the
+    other nodes and take the node rank, the number of nodes, node 0's store address and the job id they
+    agree on (plan/schedulers/c10d.py); for plan and check, this node shown as node 0, the rest unknown."""
+    import sys
+    import time
+    from dataclasses import replace
+
+    from npulaunch.plan.launchplan import default_job_id
+
+    rdzv = config.framework.rendezvous
+    assert rdzv is not None
+    where = f"the c10d rendezvous {rdzv.run_id!r} at {rdzv.host}:{rdzv.port}"
+    sources = dict(config.sources)
+    if not starting:
+        later = f"decided at {where} when the job starts"
+        sources["framework.node_rank"] = f"{later} (shown: node 0)"
+        sources["framework.nnodes"] = f"{later}, {rdzv.min_nodes} to {rdzv.max_nodes} (shown: {rdzv.max_nodes})"
+        sources["framework.master_addr"] = f"{later}: node 0's address (shown: the endpoint's)"
+        sources["framework.master_port"] = f"{later}: a free port of node 0"
+        framework = replace(config.framework, node_rank=0)
+        nodes = f"{rdzv.min_nodes} to {rdzv.max_nodes}" if rdzv.min_nodes < rdzv.max_nodes else str(rdzv.max_nodes)
+        note = (
+            f"torchrun's c10d rendezvous: when the job starts, this node meets the others at {rdzv.host}:{rdzv.port} "
+            f"(the npulaunch of that host serves it) and is given its node rank, the number of nodes ({nodes}) and "
+            f"node 0's store address (join_timeout {rdzv.join_timeout_s:g} s, last call {rdzv.last_call_s:g} s): "
+            "shown here as node 0"
+        )
+        return replace(config, framework=framework, sources=sources, notes=config.notes + (note,)), None
+    from npulaunch.plan.schedulers.c10d import meet
+
+    devices = config.hosts[0].devices
+    nproc = len(devices) if isinstance(devices, tuple) else 0  # 0: every NPU of the host
+    proposed = overrides.job_id or config.job.id
+    if proposed is None:
+        proposed = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
+    met = meet(rdzv, nproc, proposed, say=lambda line: print(f"npulaunch: {line}", file=sys.stderr, flush=True))
+    node0 = met.nodes[0]
+    serving = ", this npulaunch, which serves the rendezvous' store" if met.served else ""
+    said = (
+        f"{where}: node {met.node_rank} of {met.nnodes} after {met.waited_s:.1f} s; node 0 is {node0['addr']} "
+        f"(pid {node0['pid']}){serving}"
+    )
+    print(f"npulaunch: {said}", file=sys.stderr, flush=True)
+    for name in ("node_rank", "nnodes", "master_addr", "master_port"):
+        sources[f"framework.{name}"] = where
+    framework = replace(
+        config.framework,
+        nnodes=met.nnodes,
+        node_rank=met.node_rank,
+        master_addr=met.master_addr,
+        master_port=met.master_port,
+    )
+    return replace(config, framework=framework, sources=sources), met.job_id
 
 
 def holds_allocation(config: "ClusterConfig", view: "SchedulerView") -> bool:

@@ -33,15 +33,16 @@ _EXPECTED = {
 }
 
 
-def flags_view(nnodes: int, node_rank: int, master_addr: str) -> SchedulerView:
+def flags_view(nnodes: int, node_rank: int, master_addr: str, met_at: str = "") -> SchedulerView:
     """torchrun's ``--nnodes N --node-rank K --master-addr A``: node K of N, started by a scheduler that
-    names no hosts. The first node is the master address; the others are known only by their index."""
+    names no hosts. The first node is the master address; the others are known only by their index.
+    ``met_at``: the c10d rendezvous that gave the three (plan/schedulers/c10d.py), not the flags."""
     draft = Draft(SchedulerKind.FLAGS)
     hosts = (master_addr,) + tuple(f"node-{index}" for index in range(1, nnodes))
-    draft.put("hosts", hosts, f"--nnodes {nnodes} --master-addr {master_addr}")
-    draft.put("node_count", nnodes, f"--nnodes {nnodes}")
-    draft.put("node_index", node_rank, f"--node-rank {node_rank}")
-    draft.sources["kind"] = "torchrun's node flags"
+    draft.put("hosts", hosts, met_at or f"--nnodes {nnodes} --master-addr {master_addr}")
+    draft.put("node_count", nnodes, met_at or f"--nnodes {nnodes}")
+    draft.put("node_index", node_rank, met_at or f"--node-rank {node_rank}")
+    draft.sources["kind"] = "torchrun's c10d rendezvous" if met_at else "torchrun's node flags"
     return draft.view()
 
 
