@@ -102,7 +102,9 @@ def load(
         config, transport = controller_config(config, view), "srun"
     elif view is not None:
         config, node, view = _allocated(config, view, rank_mode)
-        local_names = (config.hosts[node].host,) + local_names
+        # this node is its own host; another node's, even when named 127.0.0.1 (--master-addr), is not
+        others = {h.host for index, h in enumerate(config.hosts) if index != node}
+        local_names = (config.hosts[node].host,) + tuple(name for name in local_names if name not in others)
     if met_job_id is not None and met_job_id != overrides.job_id:
         job_id, source = met_job_id, "node 0's, at the c10d rendezvous"
     elif overrides.job_id is not None:

@@ -9,7 +9,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from helpers import RANKS, require
+from helpers import RANKS, free_port_window, require
 from test_slurm import NPULAUNCH, srun
 from test_torch import rank_lines
 
@@ -39,3 +39,32 @@ env:
         env = entry["env"]
         assert (env["NPULAUNCH_HOST"], env["GROUP_RANK"]) == (f"n{entry['rank'] // 2 + 1}", str(entry["rank"] // 2))
         assert (env["WORLD_SIZE"], env["MASTER_PORT"], env["TORCHELASTIC_RUN_ID"]) == ("4", "29500", jobs[0].name)
+
+
+def test_the_c10d_recipe_under_srun(slurm_cluster, tmp_path: Path, marker: str) -> None:
+    """torchrun's Slurm recipe with npulaunch in torchrun's place: ``srun -N2 --ntasks-per-node=1 npulaunch run
+    --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint HEAD:PORT --rdzv-id $SLURM_JOB_ID
+    train.py``, one line for every node, no node rank, no YAML."""
+    require(importlib.util.find_spec("torch") is not None, "torch (pip install -e '.[torch]')")
+    port = free_port_window(1)
+    line = " ".join(
+        [
+            *NPULAUNCH,
+            "run",
+            "--nnodes 2 --nproc-per-node 2 --rdzv-backend c10d",
+            f"--rdzv-endpoint 127.0.0.1:{port} --rdzv-id $SLURM_JOB_ID",
+            f"--log-dir {tmp_path / 'logs'} --no-live",
+            str(RANKS / "torch_rank.py"),
+        ]
+    )
+    env = f"NPLTEST_MARKER={marker} GLOO_SOCKET_IFNAME=lo"
+    result = srun(slurm_cluster, marker, "-N", "2", "--ntasks-per-node=1", "bash", "-c", f"{env} {line}", timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    jobs = list((tmp_path / "logs").iterdir())
+    assert len(jobs) == 1 and jobs[0].name.isdigit()  # the rendezvous id, Slurm's job id, names the job
+    assert sorted(p.name for p in jobs[0].glob("node-*")) == ["node-0", "node-1"]
+    ranks = rank_lines(result.stdout)
+    assert [entry["rank"] for entry in ranks] == [0, 1, 2, 3]
+    assert {entry["sum"] for entry in ranks} == {10.0}
+    assert {entry["env"]["WORLD_SIZE"] for entry in ranks} == {"4"}
+    assert result.stderr.count("node 0 of 2 after") == result.stderr.count("node 1 of 2 after") == 1
