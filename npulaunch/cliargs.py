@@ -132,8 +132,10 @@ def _add_job_flags(parser: argparse.ArgumentParser) -> None:
         help="whose environment gives the hosts and this node's place (default: detected)",
     )
     from npulaunch.dropin import add_torchrun_flags
+    from npulaunch.msrunflags import add_msrun_flags
 
     add_torchrun_flags(parser)
+    add_msrun_flags(parser)
 
 
 def _add_transport_flag(parser: argparse.ArgumentParser) -> None:
@@ -410,16 +412,21 @@ def overrides_from(args: argparse.Namespace, command: Optional[List[str]]) -> "O
     """The flags a job's commands share (and the command after ``--``) as ``Overrides`` of the YAML;
     ConfigError naming every flag whose value is out of its range, or that contradicts another."""
     import os
+    from dataclasses import replace
 
     from npulaunch.config.cluster import ConsoleMode, RankTableMode, RestartOn, Transport
     from npulaunch.config.overrides import Overrides
     from npulaunch.dropin import read_torchrun
     from npulaunch.host.trace import debug
+    from npulaunch.msrunflags import read_msrun
 
     torchrun = read_torchrun(args, os.environ, torchrun_form=args.config is None)
+    msrun = read_msrun(args)
+    if msrun.shown_local is not None and torchrun.shown_local is None:
+        torchrun = replace(torchrun, shown_local=msrun.shown_local)
     args.torchrun = torchrun  # cli.py's console shows the local ranks it says
-    for note in torchrun.notes:
-        debug(__name__, "torchrun's flags: %s", note)
+    for note in torchrun.notes + msrun.notes:
+        debug(__name__, "torchrun's and msrun's flags: %s", note)
     problems = []
     if args.grace_period is not None and not 0 <= args.grace_period <= 3600:
         problems.append(
@@ -462,7 +469,8 @@ def overrides_from(args: argparse.Namespace, command: Optional[List[str]]) -> "O
         max_restarts=args.max_restarts,
         restart_on=RestartOn(args.restart_on) if args.restart_on else None,
         all_devices=torchrun.all_devices,
-        notes=torchrun.notes,
+        notes=torchrun.notes + msrun.notes,
+        env=msrun.env,
         cpu_binding=args.cpu_binding,
         framework=args.framework,
         master_addr=args.master_addr,

@@ -696,6 +696,29 @@ def render_torchrun() -> str:
     return "".join(out)
 
 
+def render_msrun() -> str:
+    from npulaunch.msrunflags import FLAGS, MSRUN
+
+    out = [
+        header("npulaunch/msrunflags.py (FLAGS)", "msrun's flags"),
+        f"Every flag of msrun ({MSRUN}, `get_args`), as `npulaunch run`, `plan`, `check` and `exec` read it: "
+        "`npulaunch run --worker_num 8 --local_worker_num 8 train.py` does what msrun does with it (framework "
+        "mindspore, msrun's dynamic cluster, the scheduler started by node 0). `--master_addr`, `--master_port`, "
+        "`--node_rank` and `--log_dir` are npulaunch's own flags of the same names (the [command line](cli.md)). "
+        'A flag marked "no use" is accepted and named in the plan\'s notes, never an error. '
+        "`tests/config/test_msrun_meaning.py` checks this list against the installed MindSpore's own parser, and "
+        "each row's behaviour; `tests/launch/test_msrun_form.py` runs a job both ways.\n\n",
+    ]
+    rows = [(code(flag.name), prose(flag.meaning)) for flag in FLAGS]
+    out.append(table(("flag", "what npulaunch does"), rows))
+    out.append(
+        "\nOn several nodes each node's npulaunch needs `--node_rank` (msrun lets MindSpore number the nodes "
+        "when it is not given), `--master_addr` (node 0's address) and the same `--job-id` on every node (msrun "
+        "has no job id).\n"
+    )
+    return "".join(out)
+
+
 PAGES: Dict[str, Callable[[], str]] = {
     "cli.md": render_cli,
     "yaml.md": render_yaml,
@@ -703,6 +726,7 @@ PAGES: Dict[str, Callable[[], str]] = {
     "env-vars.md": render_env_vars,
     "codes.md": render_codes,
     "torchrun.md": render_torchrun,
+    "msrun.md": render_msrun,
 }
 
 

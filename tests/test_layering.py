@@ -13,7 +13,7 @@ from helpers import PACKAGE, imports_of, module_name, package_sources
 # the rank of each stage; "init" is npulaunch/__init__.py (import-free: anyone may import it)
 RANK = {"init": -1, "host": 0, "config": 1, "plan": 2, "diagnose": 3, "launch": 4, "views": 4, "top": 5}
 # the public face: the command line (its entry point and code cache), ``python -m``, the scripts' import
-TOP = ("cli", "cliargs", "command", "codecache", "dropin", "__main__", "session")
+TOP = ("cli", "cliargs", "command", "codecache", "dropin", "msrunflags", "__main__", "session")
 
 
 def stage_of(module: str) -> Optional[str]:

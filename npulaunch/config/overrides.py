@@ -47,7 +47,8 @@ class Overrides:
     max_restarts: Optional[int] = None
     restart_on: Optional[RestartOn] = None  # --restart-on
     all_devices: bool = False  # --nproc-per-node auto / gpu on a host with NPUs: every NPU of the host
-    notes: Tuple[str, ...] = ()  # what torchrun's flags came to (dropin.py): the plan's notes
+    notes: Tuple[str, ...] = ()  # what torchrun's and msrun's flags came to (dropin.py, msrunflags.py)
+    env: Tuple[Tuple[str, str], ...] = ()  # variables for every process (msrun's --cluster_time_out, ...)
     cpu_binding: Optional[str] = None  # --cpu-binding: none | blocks | auto | '{"0": "0-23", ...}'
     framework: Optional[str] = None  # --framework
     master_addr: Optional[str] = None
@@ -140,6 +141,11 @@ def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
         monitor["stragglers"] = None if flags.stragglers == "off" else dict(given, action=flags.stragglers)
         sources["monitor.stragglers"] = "cli"
     framework = _framework(config, flags, sources)
+    env = config.env
+    if flags.env:
+        env = dict(env, **dict(flags.env))
+        for name, _ in flags.env:
+            sources[f"env.{name}"] = "cli"
     changed = replace(
         config,
         job=job,
@@ -149,6 +155,7 @@ def apply_overrides(config: ClusterConfig, flags: Overrides) -> ClusterConfig:
         monitor=monitor,
         framework=framework,
         notes=config.notes + flags.notes,
+        env=env,
     )
     if flags.transport is not None:
         changed = _with_transport(changed, flags.transport)

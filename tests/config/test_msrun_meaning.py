@@ -1,0 +1,88 @@
+"""msrun's command line with msrun's meaning (npulaunch/msrunflags.py): the flags are the installed
+MindSpore's (its msrun parser is read), each maps where msrun's meaning says, and what cannot be read is
+refused before anything starts, naming the flag."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from helpers import require, run_cli
+
+from npulaunch.msrunflags import FLAGS
+
+OWN = {"master_addr", "master_port", "node_rank", "log_dir"}  # npulaunch's own flags of the same names
+
+
+def test_the_flags_are_those_of_the_installed_msrun() -> None:
+    require(importlib.util.find_spec("mindspore") is not None, "mindspore (pip install -e '.[mindspore]')")
+    from mindspore.parallel.cluster.run import get_args
+
+    with mock.patch.object(sys, "argv", ["msrun", "train.py"]):
+        theirs = set(vars(get_args())) - {"task_script", "task_script_args"}
+    assert theirs == {flag.dest for flag in FLAGS} | OWN
+
+
+def plan_of(tmp_path: Path, *flags: str) -> dict:
+    (tmp_path / "train.py").write_text("import mindspore\n")
+    result = run_cli("plan", "--json", *flags, "train.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def env_of(plan: dict, rank: int) -> dict:
+    spec = next(r for r in plan["ranks"] if r["rank"] == rank)
+    return {**plan["env_bases"][spec["env_base"]]["env"], **spec["env"]}
+
+
+def test_one_node_of_msrun_workers(tmp_path: Path) -> None:
+    plan = plan_of(tmp_path, "--worker_num", "4", "--local_worker_num", "4", "--cluster_time_out", "120")
+    assert plan["framework"] == "mindspore" and plan["world_size"] == 4
+    env = env_of(plan, 0)
+    assert (env["MS_WORKER_NUM"], env["MS_TOPO_TIMEOUT"], env["MS_ROLE"]) == ("4", "120", "MS_WORKER")
+    assert plan["helpers"][0]["env"]["MS_ROLE"] == "MS_SCHED"  # node 0 starts the scheduler, as msrun does
+
+
+def test_several_nodes_of_msrun_workers(tmp_path: Path) -> None:
+    plan = plan_of(
+        tmp_path,
+        *("--worker_num", "8", "--local_worker_num", "4", "--node_rank", "1"),
+        *("--master_addr", "10.0.0.1", "--master_port", "8118"),
+        *("--job-id", "ms8"),  # msrun has no job id; every node's npulaunch must name the same one
+    )
+    assert plan["world_size"] == 8 and [r["rank"] for r in plan["ranks"] if r["host"] == "node-1"] == [4, 5, 6, 7]
+    env = env_of(plan, 4)
+    assert (env["MS_SCHED_HOST"], env["MS_SCHED_PORT"], env["MS_NODE_ID"]) == ("10.0.0.1", "8118", "4")
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--worker_num", "6", "--local_worker_num", "4"], "--worker_num: found 6 with --local_worker_num 4"),
+        (["--worker_num", "8", "--local_worker_num", "4"], "--node_rank: found none"),
+        (["--local_worker_num", "x"], "--local_worker_num: found x; allowed: a whole number"),
+        (["--bind_core", "{'0': [1]}"], "for CPU lists per NPU use --cpu-binding"),
+        (["--sim_level", "1"], "--sim_level: found 1; allowed: not given: npulaunch runs a real cluster"),
+        (["--sim_rank_id", "3"], "MS_SIMULATION_LEVEL=0..3, RANK_SIZE=N and RANK_ID=K"),
+        (["--worker_num", "2", "--framework", "pytorch"], "--framework: found pytorch"),
+    ],
+)
+def test_what_cannot_be_read_is_refused_naming_the_flag(tmp_path: Path, flags, said) -> None:
+    (tmp_path / "train.py").write_text("import mindspore\n")
+    result = run_cli("plan", *flags, "train.py", cwd=tmp_path)
+    assert result.returncode == 2 and said in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_flags_with_no_use_are_named_in_the_plan(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("import mindspore\n")
+    flags = ["--worker_num", "2", "--local_worker_num", "2", "--join", "True", "--rank_table_file", "rt.json"]
+    result = run_cli("plan", *flags, "train.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    said = result.stdout + result.stderr
+    assert "msrun's --join True is accepted and has no use here" in said
+    assert "msrun's --rank_table_file rt.json is accepted and has no use here" in said
