@@ -77,7 +77,8 @@ FLAGS = (
         "--nnodes",
         "nnodes",
         "N or MIN:MAX nodes; one node unless more are asked for; several: one npulaunch per node, given its "
-        "--node-rank (static), or told it at the c10d rendezvous, which starts with MIN nodes after the last call",
+        "--node-rank (static), or told it at the c10d rendezvous, which starts with MIN nodes after the last call "
+        "and re-forms the world when a node joins or leaves",
         own=True,
     ),
     _flag(

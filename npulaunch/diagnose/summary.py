@@ -169,7 +169,7 @@ class AttemptRecord:
     resumed: Optional[Dict[str, Any]] = None  # the step and checkpoint it resumed from (launch/resume.Resumed)
     last_step: Optional[int] = None  # the furthest step its ranks printed
     steps_lost: Optional[int] = None  # its furthest step minus the step the next attempt resumed from
-    then: str = ""  # what followed: "recovered", "restarted", or "" (the job ended)
+    then: str = ""  # what followed: "recovered", "restarted", "re-formed" (c10d's nodes changed), "" (the end)
     changes: Tuple[str, ...] = ()  # what its placement changed (a spare in an excluded NPU's place, ...)
     start_time: Optional[float] = None
     end_time: Optional[float] = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from npulaunch.diagnose.summary import JobSummary
 from npulaunch.launch.restarts import run_with_restarts
@@ -145,6 +145,8 @@ def run_job(
     try:
         phase("planning the job")
         plan_for = planner(loaded, fleet.facts if fleet else None)
+        if loaded.membership is not None:
+            plan_for = _reforming(loaded)
         plan = plan_for(1)
         phase(None)
         make_runner: Optional[Callable[[LaunchPlan], RankRunner]] = None
@@ -188,6 +190,7 @@ def run_job(
             recheck=recheck,
             excluded=excluded,
             requeue=requeue,
+            reform=loaded.membership,
         )
         if finished is not None:
             finished(summary, plan.layout.own_dir)
@@ -195,6 +198,26 @@ def run_job(
     finally:
         if fleet is not None:
             fleet.close()
+        if loaded.membership is not None:
+            loaded.membership.leave()
+
+
+def _reforming(loaded: Loaded) -> Callable[..., LaunchPlan]:
+    """torchrun's c10d rendezvous: each attempt after the first meets the other nodes again (a new round),
+    and is planned on the world they form: its node rank, number of nodes, node 0's store, and node 0's
+    attempt number, which every node takes."""
+    assert loaded.membership is not None and loaded.again is not None
+    membership, again = loaded.membership, loaded.again
+    first = planner(loaded)
+
+    def plan_for(attempt: int, exclusions: Sequence[Exclusion] = ()) -> LaunchPlan:
+        if attempt <= max(1, loaded.attempt):
+            return first(attempt, exclusions)
+        membership.attempt = attempt
+        reloaded = again()
+        return planner(reloaded)(max(attempt, reloaded.attempt), exclusions)
+
+    return plan_for
 
 
 def _heartbeat_timeout(loaded: Loaded) -> Optional[float]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
 
-from npulaunch.diagnose.summary import AttemptRecord, JobSummary
+from npulaunch.diagnose.summary import AttemptRecord, JobStatus, JobSummary
 from npulaunch.host.errors import PlanError
 from npulaunch.host.trace import debug
 from npulaunch.launch.crashloop import CRASH_LOOP_EXIT, crash_loop
@@ -33,6 +33,15 @@ from npulaunch.plan.placement import Exclusion, NoSpare
 
 PlanFor = Callable[[int, Sequence[Exclusion]], LaunchPlan]  # (attempt, exclusions) -> the attempt's plan
 Recheck = Callable[[LaunchPlan], List[Exclusion]]  # what a health check of a new placement excludes
+
+
+class Reforming(Protocol):
+    """This node in torchrun's c10d rendezvous (plan/schedulers/c10d.py Membership): whether the world
+    re-forms now, and why the next meeting happens."""
+
+    cause: str  # "restart" or "join": told to the other nodes when this node meets them again
+
+    def pending(self, joins_only: bool = False) -> Tuple[str, bool]: ...
 
 
 def should_restart(summary: JobSummary, attempt: int, max_restarts: int, restart_on: str = "retryable") -> bool:
@@ -68,12 +77,16 @@ def run_with_restarts(
     recheck: Optional[Recheck] = None,
     excluded: Sequence[Exclusion] = (),
     requeue: Optional[SlurmRequeue] = None,
+    reform: Optional[Reforming] = None,
 ) -> JobSummary:
     """Run every attempt; ``make_runner(plan)`` gives each attempt its runner (default: this host's agent,
     in-process). ``recheck(plan)``: the health check of a re-planned attempt's NPUs, returning what it
     excludes. ``excluded``: what is never to be placed from the start (a spare host that cannot be reached).
     ``requeue``: a Slurm job npulaunch holds, requeued without its broken nodes when no spare is left (its
-    earlier runs' attempts continue here). Returns the job's summary (the last attempt's, listing them all)."""
+    earlier runs' attempts continue here). ``reform``: this node in torchrun's c10d rendezvous: when another
+    node waits to join, the attempt stops (or its failure is taken) for it, and the next is planned on the
+    new world, not counted as a restart; when another node restarts after a failure, this one restarts too,
+    counted as there. Returns the job's summary (the last attempt's, listing them all)."""
     base_env = dict(os.environ if inherited is None else inherited)
     earlier_runs = requeue.earlier if requeue else ()
     attempts: List[AttemptRecord] = list(earlier_runs)
@@ -88,9 +101,14 @@ def run_with_restarts(
     requeue_without: List[str] = []  # the broken nodes the job is requeued without
     last_word = ""  # said after the report: why a failure that might have been restarted was not
     attempt = len(attempts) + 1
+    uncounted = 0  # attempts that are no restart: the world re-formed, or a joining node's attempts before it
+    first_here = True
     while True:
         try:
             planned = plan_for(attempt, tuple(excluded)) if planned is None else planned
+            if planned.attempt > attempt:  # a node joining a running job takes node 0's attempt number
+                uncounted += planned.attempt - attempt
+                attempt = planned.attempt
             if attempt > 1:
                 planned, resumed = resume(planned, earlier_dirs)
                 for line in resumed.lines():
@@ -98,7 +116,9 @@ def run_with_restarts(
                 if resumed.error:
                     raise PlanError(f"cannot give every rank the checkpoint: {resumed.error}")
             runner = make_runner(planned) if make_runner is not None else LocalRunner(planned.this_host_plan, base_env)
-            supervisor = Supervisor(planned, console, runner, base_env, first=attempt == len(earlier_runs) + 1)
+            watch = reform.pending if reform is not None else None
+            supervisor = Supervisor(planned, console, runner, base_env, first=first_here, watch=watch)
+            first_here = False
             summary = supervisor.run(report=False)
             stragglers.extend(dict(record, attempt=attempt) for record in summary.stragglers)
         except PlanError as exc:
@@ -119,6 +139,38 @@ def run_with_restarts(
         hardware = summary.exit_code == 1 and is_hardware(cause)
         found = exclusions_after(cause, supervisor.kept, attempt) if hardware else []
         record_faults(plan, found, console)  # the fault history (plan/ledger.py), whatever follows
+        # a failure while a node waits to join is the stop of a peer for the new world; a failure while another
+        # node restarts after its own failure is a failure here too, counted as a restart, as on that node
+        why_reform, elsewhere = supervisor.reformed, supervisor.reform_is_restart
+        if not why_reform and reform is not None and summary.exit_code == 1:
+            why_reform, elsewhere = reform.pending(joins_only=True)
+        if elsewhere and attempt - uncounted > max_restarts:
+            last_word = f"not restarted ({why_reform}): the job has used its {max_restarts} restarts"
+            break
+        if elsewhere:
+            assert reform is not None
+            supervisor.report(summary)
+            restarts += 1
+            reform.cause = "restart"
+            attempts[-1] = _then(record, "restarted", ())
+            console.message(
+                f"restarting the job: {why_reform}: attempt {attempt + 1} (restart {restarts} of {max_restarts})"
+            )
+            attempt += 1
+            continue
+        if why_reform:  # the nodes change: every node stops its ranks and they meet again, no restart counted
+            assert reform is not None
+            reform.cause = "join"
+            uncounted += 1
+            attempts[-1] = record = _then(record, "re-formed", ())
+            if supervisor.reformed:  # its ranks were stopped for the new world: not a failure
+                attempts[-1] = replace(record, status=JobStatus.STOPPED, root_cause=None)
+            console.message(
+                f"the world re-forms ({why_reform}): every rank stopped; the nodes meet again at the c10d "
+                f"rendezvous for attempt {attempt + 1} (not counted as a restart)"
+            )
+            attempt += 1
+            continue
         loop = crash_loop(attempts, plan.crash_loop_limit) if summary.exit_code == 1 else None
         if loop is not None:  # the same failure without progress, again and again: never requeue it
             attempts[-1] = _then(record, CRASH_LOOP_THEN, found)
@@ -153,9 +205,11 @@ def run_with_restarts(
                 f"recovery {recoveries} of {plan.recovery.get('max_recoveries')}: excluded {_listed(found)}; "
                 f"attempt {attempt + 1} on {_where(planned)}"
             )
-        elif should_restart(summary, attempt, max_restarts, plan.restart_on):
+        elif should_restart(summary, attempt - uncounted, max_restarts, plan.restart_on):
             supervisor.report(summary)
             restarts += 1
+            if reform is not None:
+                reform.cause = "restart"
             attempts[-1] = _then(record, "restarted", ())
             why = record.root_cause.label if record.root_cause else "the failure"
             debug(__name__, "failure (%s), restart_on %s: restarting, attempt %d", why, plan.restart_on, attempt + 1)
@@ -165,7 +219,7 @@ def run_with_restarts(
                 f"(restart {restarts} of {max_restarts})"
             )
         else:
-            last_word = why_not_restarted(summary, attempt, max_restarts, plan.restart_on)
+            last_word = why_not_restarted(summary, attempt - uncounted, max_restarts, plan.restart_on)
             break
         attempt += 1
     attempts = _with_steps_lost(attempts)

@@ -52,9 +52,12 @@ class Supervisor:
         runner: RankRunner,
         inherited: Optional[Mapping[str, str]] = None,
         first: bool = False,
+        watch: Optional[Callable[[], Tuple[str, bool]]] = None,
     ) -> None:
         """``first``: the first attempt of this launcher's run (a requeued Slurm job's next run continues its
-        attempts: its job directory is there, this launcher is new)."""
+        attempts: its job directory is there, this launcher is new). ``watch()``, asked about once a second:
+        (a reason to stop every rank now, whether it is a restart after a failure): the c10d rendezvous' nodes
+        re-form the world ("" when they do not)."""
         self.plan = plan
         self._first = first or plan.attempt <= 1
         self.console = console
@@ -74,6 +77,10 @@ class Supervisor:
             devices = {spec.rank: (spec.host, plan.rank_device(spec)[0]) for spec in plan.ranks}
             self._stragglers = StragglerDetector(devices, float(plan.stragglers["factor"]))
         self._excluding = False  # a slow rank's NPU is being excluded (action exclude): the job is stopping
+        self._watch = watch
+        self._watched_at = time.monotonic()
+        self.reformed = ""  # why watch() stopped the attempt
+        self.reform_is_restart = False  # ... after a failure on another node (a restart there, so here too)
         self._figures: Dict[Tuple[str, int], Dict[str, Any]] = {}  # (host, NPU) -> its latest NPU_PERF figures
         self._figures_said: Dict[Tuple[str, int], str] = {}  # what stood out of each NPU, as last said
         self._handlers: Dict[EventKind, Callable[[Event], None]] = {
@@ -87,8 +94,8 @@ class Supervisor:
         """Run the attempt until every rank has ended; returns its summary (shown unless ``report`` is
         False: the caller shows it with ``report`` when it knows whether more attempts follow)."""
         plan, layout = self.plan, self.plan.layout
-        if plan.attempt <= 1:
-            prepare_job_dir(plan, self.inherited)
+        if plan.attempt <= 1 or (plan.node is not None and not os.path.isdir(layout.own_dir)):
+            prepare_job_dir(plan, self.inherited)  # (a node joining a running job, or given another node rank)
         if self._first:
             try:
                 write_launcher(layout)
@@ -179,6 +186,11 @@ class Supervisor:
                     self._on_event(item)
             if self._stop_after_dumps is not None and time.monotonic() >= self._stop_after_dumps[1]:
                 self._stop_now("stack dumps out of time")
+            if self._watch is not None and not self.reformed and time.monotonic() - self._watched_at >= 1.0:
+                self._watched_at = time.monotonic()
+                self.reformed, self.reform_is_restart = self._watch()
+                if self.reformed:
+                    self._stop_now(f"the world re-forms: {self.reformed}")
 
     def _stop_now(self, why: str) -> None:
         reason = self._stop_after_dumps[0] if self._stop_after_dumps else why

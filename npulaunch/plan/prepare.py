@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # imported by the functions that use them: a plain run never 
     from npulaunch.plan.launchplan import LaunchPlan
     from npulaunch.plan.layout import JobLayout
     from npulaunch.plan.placement import Exclusion
+    from npulaunch.plan.schedulers.c10d import Membership
     from npulaunch.plan.schedulers.view import SchedulerView
 
 # Any of these in the environment may mean a scheduler started npulaunch (scheduler.detect's
@@ -45,6 +46,11 @@ class Loaded:
     # how the other hosts' agents are started: "" over SSH; "srun": as Slurm job steps; "mpirun": by Open MPI's mpirun
     transport: str = ""
     rank_mode: bool = False  # npulaunch exec: each rank is its own process, no agent serves a store
+    # torchrun's c10d rendezvous (one npulaunch per node, no node rank): this node's membership, and how to
+    # load the job again after the nodes re-form the world (a restart, a node joining)
+    membership: "Optional[Membership]" = None
+    again: "Optional[Callable[[], Loaded]]" = None
+    attempt: int = 1  # the first attempt's number (a node joining a running job takes node 0's)
 
 
 def load(
@@ -53,6 +59,7 @@ def load(
     scheduler: str = "auto",
     rank_mode: bool = False,
     starting: bool = False,
+    membership: "Optional[Membership]" = None,
 ) -> Loaded:
     """The config with the command line's overrides and the scheduler's allocation, its job id
     and where that id came from. ``starting``: the job is about to start here, so under a
@@ -70,13 +77,19 @@ def load(
     view = None  # without a scheduler's variables the scheduler module is not even imported (~10 ms)
     met_job_id = None
     if config.framework.rendezvous is not None and config.framework.node_rank is None:
-        config, met_job_id = _meet(config, overrides, starting)
+        if starting and membership is None:
+            from npulaunch.plan.schedulers.c10d import Membership
+
+            membership = Membership(config.framework.rendezvous)
+        config, met_job_id = _meet(config, overrides, membership)
     nodes = config.framework
-    if nodes.nnodes is not None and nodes.nnodes > 1 and nodes.node_rank is not None and nodes.master_addr:
+    nnodes = nodes.nnodes or 1
+    several = nnodes > 1 or nodes.rendezvous is not None  # c10d: node 0 of its world, even alone
+    if several and nodes.node_rank is not None and nodes.master_addr:
         from npulaunch.plan.schedulers.detect import flags_view
 
         met_at = config.sources.get("framework.node_rank", "") if nodes.rendezvous is not None else ""
-        view = flags_view(nodes.nnodes, nodes.node_rank, nodes.master_addr, met_at)
+        view = flags_view(nnodes, nodes.node_rank, nodes.master_addr, met_at)
     elif scheduler != "auto" or any(os.environ.get(name) for name in SCHEDULER_MARKERS):
         import socket
 
@@ -125,10 +138,20 @@ def load(
         from npulaunch.plan.layout import JobLayout
 
         config = _exchange_device_ips(config, node, JobLayout.under(config.job.log_dir, job_id, node), view)
-    return Loaded(config, job_id, source, node, local_names, view, transport, rank_mode)
+    if membership is None or membership.met is None:
+        return Loaded(config, job_id, source, node, local_names, view, transport, rank_mode)
+
+    def again() -> Loaded:
+        return load(config_path, overrides, scheduler, rank_mode, starting, membership)
+
+    return Loaded(
+        config, job_id, source, node, local_names, view, transport, rank_mode, membership, again, membership.attempt
+    )
 
 
-def _meet(config: "ClusterConfig", overrides: Overrides, starting: bool) -> "Tuple[ClusterConfig, Optional[str]]":
+def _meet(
+    config: "ClusterConfig", overrides: Overrides, membership: "Optional[Membership]"
+) -> "Tuple[ClusterConfig, Optional[str]]":
     """torchrun's c10d rendezvous (one npulaunch per node, no node rank): when the job starts, meet the
     other nodes and take the node rank, the number of nodes, node 0's store address and the job id they
     agree on (plan/schedulers/c10d.py); for plan and check, this node shown as node 0, the rest unknown."""
@@ -142,7 +165,7 @@ def _meet(config: "ClusterConfig", overrides: Overrides, starting: bool) -> "Tup
     assert rdzv is not None
     where = f"the c10d rendezvous {rdzv.run_id!r} at {rdzv.host}:{rdzv.port}"
     sources = dict(config.sources)
-    if not starting:
+    if membership is None:
         later = f"decided at {where} when the job starts"
         sources["framework.node_rank"] = f"{later} (shown: node 0)"
         sources["framework.nnodes"] = f"{later}, {rdzv.min_nodes} to {rdzv.max_nodes} (shown: {rdzv.max_nodes})"
@@ -157,19 +180,18 @@ def _meet(config: "ClusterConfig", overrides: Overrides, starting: bool) -> "Tup
             "shown here as node 0"
         )
         return replace(config, framework=framework, sources=sources, notes=config.notes + (note,)), None
-    from npulaunch.plan.schedulers.c10d import meet
-
     devices = config.hosts[0].devices
     nproc = len(devices) if isinstance(devices, tuple) else 0  # 0: every NPU of the host
     proposed = overrides.job_id or config.job.id
     if proposed is None:
         proposed = default_job_id(config.job.name, time.time(), os.path.exists, config.job.log_dir)
-    met = meet(rdzv, nproc, proposed, say=lambda line: print(f"npulaunch: {line}", file=sys.stderr, flush=True))
+    met = membership.meet(nproc, proposed, say=lambda line: print(f"npulaunch: {line}", file=sys.stderr, flush=True))
     node0 = met.nodes[0]
     serving = ", this npulaunch, which serves the rendezvous' store" if met.served else ""
+    again = f" (round {met.round})" if met.round else ""
     said = (
-        f"{where}: node {met.node_rank} of {met.nnodes} after {met.waited_s:.1f} s; node 0 is {node0['addr']} "
-        f"(pid {node0['pid']}){serving}"
+        f"{where}{again}: node {met.node_rank} of {met.nnodes} after {met.waited_s:.1f} s; node 0 is "
+        f"{node0['addr']} (pid {node0['pid']}){serving}"
     )
     print(f"npulaunch: {said}", file=sys.stderr, flush=True)
     for name in ("node_rank", "nnodes", "master_addr", "master_port"):
@@ -335,7 +357,13 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
         resolve=_resolve_host,
         address_toward=address_toward,
     )
-    restarted = config.job.max_restarts > 0 or recoverable(config, loaded.node, loaded.transport)
+    # attempts have directories of their own when there may be more than one: restarts, recoveries, and the
+    # c10d rendezvous, whose world may re-form
+    restarted = (
+        config.job.max_restarts > 0
+        or recoverable(config, loaded.node, loaded.transport)
+        or loaded.membership is not None
+    )
     first: "List[LaunchPlan]" = []  # attempt 1 is planned once, whoever asks first
     history = job_history(config, loaded.node)  # what the fault history keeps off, read once for every attempt
 
@@ -357,7 +385,7 @@ def planner(loaded: Loaded, remote: Optional[Mapping[str, Mapping[str, Any]]] = 
         if attempt > 1:
             return build(attempt, exclusions)
         if not first:
-            first.append(build(1 if restarted else 0, ()))
+            first.append(build(max(1, loaded.attempt) if restarted else 0, ()))
         return first[0]
 
     return plan_for

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Dict, List, Optional, Union
+from typing import Dict, List, Union
 
 import pytest
 from helpers import free_port_window
 
 from npulaunch.config.cluster import Rendezvous
-from npulaunch.plan.schedulers.c10d import Met, RendezvousError, meet, stop_serving
+from npulaunch.plan.schedulers.c10d import Membership, Met, RendezvousError, meet, stop_serving
 
 
 @pytest.fixture(autouse=True)
@@ -70,26 +70,87 @@ def test_min_to_max_nodes_start_after_the_last_call_with_those_that_came() -> No
     assert any("1 of 1 to 3 nodes" in line for line in lines)
 
 
-def test_a_node_after_the_close_is_refused_with_why() -> None:
+def test_a_node_after_the_close_waits_for_the_world_to_re_form_and_says_why_it_gave_up() -> None:
     port = free_port_window(1)
-    rdzv = rendezvous(port, 2, 2)
-    done: List[Optional[Met]] = []
-    server_kept = threading.Event()
-
-    def hosting() -> None:  # node 0's npulaunch goes on serving while its job runs
-        done.append(meet(rdzv, 2, "j"))
-        server_kept.wait(30)
-
-    host = threading.Thread(target=hosting)
-    host.start()
-    (other,), _ = nodes_meet(rdzv, 1)
-    host.join(0.5)
-    (late,), _ = nodes_meet(rdzv, 1)
-    server_kept.set()
-    host.join(10)
-    assert isinstance(other, Met) and done and done[0] is not None
+    first, _ = nodes_meet(rendezvous(port, 2, 2), 2)
+    assert all(isinstance(m, Met) for m in first)  # the served store goes on, as node 0's job runs
+    (late,), lines = nodes_meet(rendezvous(port, 2, 2, join=0.6), 1)
     assert isinstance(late, RendezvousError)
-    assert "closed with 2 nodes before this one joined (it was number 3)" in str(late)
+    assert "the job runs on 2 nodes without this one, and was not re-formed within 0.6 s" in str(late)
+    assert "it has its most nodes (--nnodes 2:2)" in str(late)
+    assert any("this node joins when the world is re-formed" in line for line in lines)
+
+
+def test_a_node_waiting_to_join_makes_the_world_re_form_with_it() -> None:
+    rdzv = rendezvous(free_port_window(1), 1, 3, last_call=0.5)
+    a, b = Membership(rdzv), Membership(rdzv)
+    a_met, b_met = run_both(lambda: a.meet(2, "ja"), lambda: b.meet(2, "jb"), stagger_s=0.2)
+    assert (a_met.node_rank, b_met.node_rank, a_met.nnodes) == (0, 1, 2) and a.pending() == b.pending() == ("", False)
+    c = Membership(rdzv)
+    late: List[Met] = []
+    joining = threading.Thread(target=lambda: late.append(c.meet(2, "jc")))
+    joining.start()
+    assert wait_for(lambda: a.pending() == ("1 node waits to join", False))  # what stops a's and b's ranks
+    a.attempt, a.cause, b.cause = 2, "join", "join"
+    a_new, b_new = run_both(lambda: a.meet(2, "ja"), lambda: b.meet(2, "jb"))
+    joining.join(10)
+    assert late and [m.nnodes for m in (a_new, b_new, late[0])] == [3, 3, 3]
+    # the nodes that ran keep their places; node 0's job id and attempt number are everyone's
+    assert [m.node_rank for m in (a_new, b_new, late[0])] == [0, 1, 2]
+    assert {m.job_id for m in (a_new, b_new, late[0])} == {"ja"} and late[0].attempt == 2
+    assert a_new.round == late[0].round == 1 and a_new.waited_s < 0.5  # all expected came: no last call
+
+
+def test_a_restart_elsewhere_is_told_apart_from_a_join() -> None:
+    rdzv = rendezvous(free_port_window(1), 2, 2)
+    a, b = Membership(rdzv), Membership(rdzv)
+    run_both(lambda: a.meet(2, "j"), lambda: b.meet(2, "j"), stagger_s=0.2)
+    meeting = threading.Thread(target=b.meet, args=(2, "j"))  # b's ranks failed: it meets again (cause restart)
+    meeting.start()
+    assert wait_for(lambda: a.pending() == ("another node restarts after a failure", True))
+    assert a.pending(joins_only=True) == ("", False)
+    a.meet(2, "j")
+    meeting.join(10)
+
+
+def test_a_node_whose_job_ended_is_not_waited_for() -> None:
+    rdzv = rendezvous(free_port_window(1), 1, 2, last_call=30.0)
+    a, b = Membership(rdzv), Membership(rdzv)
+    run_both(lambda: a.meet(2, "j"), lambda: b.meet(2, "j"), stagger_s=0.2)
+    b.leave()
+    again = a.meet(2, "j")
+    assert again.nnodes == 1 and again.waited_s < 5  # not the last call's 30 s
+
+
+def test_a_world_that_cannot_reach_min_nodes_again_fails_at_once() -> None:
+    rdzv = rendezvous(free_port_window(1), 2, 2)
+    a, b = Membership(rdzv), Membership(rdzv)
+    run_both(lambda: a.meet(2, "j"), lambda: b.meet(2, "j"), stagger_s=0.2)
+    b.leave()
+    with pytest.raises(RendezvousError, match="the world cannot re-form with 2 nodes or more: 1 came back"):
+        a.meet(2, "j")
+
+
+def run_both(one, other, stagger_s: float = 0.0):
+    results: Dict[int, object] = {}
+    threads = [
+        threading.Thread(target=lambda i=i, f=f: results.__setitem__(i, f())) for i, f in enumerate((one, other))
+    ]
+    for thread in threads:
+        thread.start()
+        time.sleep(stagger_s)
+    for thread in threads:
+        thread.join(30)
+    return results[0], results[1]
+
+
+def wait_for(predicate, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_too_few_nodes_within_the_join_timeout_fail_naming_the_count() -> None:

@@ -4,17 +4,24 @@ TCPStore on the endpoint; the npulaunch of the endpoint's own host serves it (ho
 torchrun's agent does there (c10d_rendezvous_backend.py ``_create_tcp_store``: is_host when the endpoint
 names this machine; a second process of the same host, whose bind fails, is a client).
 
-On the store, under ``npulaunch/rdzv/<run id>/``: each node takes a ticket (ADD ``joined``) and writes its
-record (``node/<ticket>``: its address toward the endpoint, pid, rank count, the job id it would use). The
-rendezvous closes (COMPARE_SET ``closed``, first writer wins) when MAX nodes have joined, or MIN and the
-last call has passed since the MIN-th (torchrun's defaults: join 600 s, last call 30 s,
-dynamic_rendezvous.py RendezvousTimeout). The serving node is node 0, the others follow in the order of
-their address and pid; node 0 picks the port its agent serves the ranks' store on and publishes it with
-the job id. torch orders by host name and pid instead (``_mark_rendezvous_complete``), so its node 0 may
-be another node; what a rank sees of the world is the same.
+The nodes meet in rounds, as torchrun's dynamic rendezvous does (dynamic_rendezvous.py): round 0 when
+they start, one more each time the world is re-formed (a restart, or a node waiting to join). On the
+store, under ``npulaunch/rdzv/<run id>/<round>/``: each node takes a ticket (ADD ``joined``) and writes
+its record (``node/<ticket>``: its address toward the endpoint, pid, rank count, node rank in the round
+before). The round closes (COMPARE_SET ``closed``, first writer wins) when the nodes it expects have
+joined (MAX in round 0; the last round's nodes, less those that left, plus those waiting), or MIN once
+the last call has passed since the MIN-th (torchrun's defaults: join 600 s, last call 30 s,
+RendezvousTimeout). The serving node is node 0, the nodes of the round before keep their order, and
+newcomers follow in the order of their address and pid (torch orders by host name and pid,
+``_mark_rendezvous_complete``, so its node 0 may be another node; what a rank sees is the same). Node 0
+picks the port its agent serves the ranks' store on, and publishes it with the job id and the attempt
+number every node then uses (TORCHELASTIC_RESTART_COUNT must agree: torch prefixes the ranks' keys with
+it).
 
-A node that comes after the rendezvous closed is refused with the reason. A node joining a running job
-at its next restart, as torchrun re-forms the world, is not built yet.
+A node that comes after a round closed waits (``waiting``) for the next; the running nodes see it
+(``Membership.pending``) and, below MAX nodes, stop their ranks and re-form the world with it, as
+torchrun's agents do when ``num_nodes_waiting`` > 0. A node whose job ended says so (``left``), so a round
+that can no longer reach MIN nodes fails at once instead of at the join timeout.
 """
 
 from __future__ import annotations
@@ -24,9 +31,9 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from npulaunch.host.errors import NpulaunchError
+from npulaunch.host.errors import PlanError
 
 if TYPE_CHECKING:
     from npulaunch.config.cluster import Rendezvous
@@ -35,22 +42,24 @@ if TYPE_CHECKING:
 POLL_S = 0.05
 
 
-class RendezvousError(NpulaunchError):
-    exit_code = 2
+class RendezvousError(PlanError):
+    """The nodes could not meet: nothing was started (or, at a later round, the next attempt cannot start)."""
 
 
 @dataclass(frozen=True)
 class Met:
-    """What the rendezvous gave this node."""
+    """What a round of the rendezvous gave this node."""
 
     node_rank: int
     nnodes: int
     master_addr: str  # node 0's address, where its agent serves the ranks' store
     master_port: int
     job_id: str
+    attempt: int  # node 0's attempt number, every node's for this round
     nodes: Tuple[Dict[str, Any], ...]  # every node's record, in node-rank order
     served: bool  # this npulaunch serves the rendezvous' store (it keeps serving it until it exits)
     waited_s: float
+    round: int = 0
 
 
 _SERVERS: List["StoreServer"] = []  # the served stores live as long as the process (late readers, a log)
@@ -63,40 +72,209 @@ def meet(
     say: Callable[[str], object] = lambda line: None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Met:
-    """Join the rendezvous ``rdzv`` with this node's ``nproc`` ranks; ``job_id``: the one this node would use
-    (node 0's is everyone's). ``say``: one line for the console when the count of nodes changes. Raises
-    RendezvousError naming what went wrong: nobody serves the endpoint, too few nodes in time, a node
-    after the close, nodes of different sizes."""
-    start = clock()
-    deadline = start + rdzv.join_timeout_s
-    where = f"the c10d rendezvous {rdzv.run_id!r} at {rdzv.host}:{rdzv.port}"
-    served = _serve(rdzv)
-    client = _connect(rdzv, deadline, clock, where)
-    try:
-        key = f"npulaunch/rdzv/{rdzv.run_id}/".__add__
-        ticket = client.add(key("joined"), 1)
+    """One node's first meeting (a Membership of its own): see Membership.meet."""
+    return Membership(rdzv, clock).meet(nproc, job_id, say=say)
+
+
+def stop_serving() -> None:
+    """Close the stores this process serves (the process's end closes them too)."""
+    while _SERVERS:
+        _SERVERS.pop().close()
+
+
+class Membership:
+    """This node in the rendezvous ``rdzv``, over its rounds."""
+
+    def __init__(self, rdzv: "Rendezvous", clock: Callable[[], float] = time.monotonic) -> None:
+        self.rdzv = rdzv
+        self.clock = clock
+        self.where = f"the c10d rendezvous {rdzv.run_id!r} at {rdzv.host}:{rdzv.port}"
+        self.met: Optional[Met] = None
+        self.attempt = 1  # the attempt this node would start next (node 0's is everyone's)
+        self.cause = "restart"  # why this node meets again: "restart" (after a failure) or "join" (a newcomer)
+        self._served: Optional[bool] = None
+        self._watcher: Optional["StoreClient"] = None
+
+    def key(self, round_no: int, name: str) -> str:
+        return f"npulaunch/rdzv/{self.rdzv.run_id}/{round_no}/{name}"
+
+    def meet(self, nproc: int, job_id: str, say: Callable[[str], object] = lambda line: None) -> Met:
+        """Join the next round with this node's ``nproc`` ranks; ``job_id``: the one this node would use
+        (node 0's is everyone's). ``say``: a line for the console when the count of nodes changes. Raises
+        RendezvousError naming what went wrong: nobody serves the endpoint, too few nodes in time, nodes of
+        different sizes, a world that cannot re-form."""
+        rdzv, clock = self.rdzv, self.clock
+        start = clock()
+        deadline = start + rdzv.join_timeout_s
+        if self._served is None:
+            self._served = _serve(rdzv)
+        client = _connect(rdzv, deadline, clock, self.where)
+        try:
+            round_no = self._first_round(client) if self.met is None else self.met.round + 1
+            if self.met is not None:  # the others see the world re-form (pending), a newcomer may join it
+                client.compare_set(self.key(round_no, "opened"), "", self.cause)
+                client.set(f"npulaunch/rdzv/{rdzv.run_id}/current", str(round_no))
+            while True:
+                ticket, count = self._join(client, round_no, nproc, job_id, deadline, say)
+                if ticket <= count:
+                    break
+                self._wait_next(client, round_no, count, deadline, say)
+                round_no += 1
+            met = self._result(client, round_no, ticket, count, deadline)
+        except OSError as exc:
+            raise RendezvousError(f"{self.where}: the store stopped answering: {exc}") from None
+        finally:
+            client.close()
+        self.met = replace_waited(met, clock() - start)
+        self.attempt = met.attempt
+        return self.met
+
+    def pending(self, joins_only: bool = False) -> Tuple[str, bool]:
+        """(why the running world should re-form now, whether that is a restart after a failure): a node
+        waits to join (below MAX nodes), or (unless ``joins_only``) another node has begun the next round,
+        after a failure (a restart, counted on every node) or for a joining node. ("", False): it should not."""
+        if self.met is None:
+            return "", False
+        try:
+            if self._watcher is None:
+                self._watcher = _client(self.rdzv.host, self.rdzv.port, 5.0)
+            round_no = self.met.round
+            if not joins_only and self._watcher.check([self.key(round_no + 1, "opened")]):
+                if self._watcher.get(self.key(round_no + 1, "opened")) == b"restart":
+                    return "another node restarts after a failure", True
+                return "another node re-forms the world for a node that joins", False
+            if self.met.nnodes < self.rdzv.max_nodes:
+                waiting = self._watcher.add(self.key(round_no, "waiting"), 0)
+                if waiting:
+                    return f"{waiting} node{' waits' if waiting == 1 else 's wait'} to join", False
+        except OSError:
+            self._watcher = None  # the store is gone (node 0 ended): the ranks say the rest
+        return "", False
+
+    def leave(self) -> None:
+        """This node's job has ended: a round that waits for it stops waiting."""
+        if self.met is None:
+            return
+        try:
+            client = _client(self.rdzv.host, self.rdzv.port, 5.0)
+            client.add(self.key(self.met.round, "left"), 1)
+            client.close()
+        except OSError:
+            pass
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+
+    # -- the steps ---------------------------------------------------------------------------------
+
+    def _first_round(self, client: "StoreClient") -> int:
+        current = client.get(f"npulaunch/rdzv/{self.rdzv.run_id}/current")
+        return int(current) if current else 0
+
+    def _join(
+        self,
+        client: "StoreClient",
+        round_no: int,
+        nproc: int,
+        job_id: str,
+        deadline: float,
+        say: Callable[[str], object],
+    ) -> Tuple[int, int]:
+        """(this node's ticket, the count the round closed with); the ticket is above the count when the
+        round closed without this node."""
+        closed = client.get(self.key(round_no, "closed"))
+        if closed:
+            return 1 << 30, int(closed)
+        ticket = client.add(self.key(round_no, "joined"), 1)
         record = {
-            "addr": _address_toward(rdzv.host),
+            "addr": _address_toward(self.rdzv.host),
             "pid": os.getpid(),
             "hostname": socket.gethostname(),
             "nproc": nproc,
-            "served": served,
+            "served": bool(self._served),
             "job_id": job_id,
+            "attempt": self.attempt,
+            "prev": self.met.node_rank if self.met is not None else None,
         }
-        client.set(key(f"node/{ticket}"), json.dumps(record))
-        count = _close(client, key, rdzv, deadline, clock, where, say)
-        if ticket > count:
-            raise RendezvousError(
-                f"{where} closed with {count} node{'s' if count > 1 else ''} before this one joined (it was "
-                f"number {ticket}): start every node within the last call ({rdzv.last_call_s:g} s after the "
-                f"first {rdzv.min_nodes}), or raise the MAX of --nnodes; joining a running job is not built yet"
-            )
-        tickets = [key(f"node/{n}") for n in range(1, count + 1)]
+        client.set(self.key(round_no, f"node/{ticket}"), json.dumps(record))
+        return ticket, self._close(client, round_no, deadline, say)
+
+    def _expected(self, client: "StoreClient", round_no: int) -> int:
+        """The nodes round ``round_no`` waits for before its last call: MAX in the first; else the round
+        before's, less those whose job ended, plus those waiting to join."""
+        rdzv = self.rdzv
+        before = client.get(self.key(round_no - 1, "closed")) if round_no > 0 else b""
+        if not before:
+            return rdzv.max_nodes
+        left = client.add(self.key(round_no - 1, "left"), 0)
+        waiting = client.add(self.key(round_no - 1, "waiting"), 0)
+        return min(rdzv.max_nodes, int(before) - left + waiting)
+
+    def _close(self, client: "StoreClient", round_no: int, deadline: float, say: Callable[[str], object]) -> int:
+        """The number of nodes round ``round_no`` closed with."""
+        rdzv, clock = self.rdzv, self.clock
+        low, high = rdzv.min_nodes, rdzv.max_nodes
+        wanted = f"{low}" if low == high else f"{low} to {high}"
+        seen, quorum_at = 0, None
+        while True:
+            closed = client.get(self.key(round_no, "closed"))
+            if closed:
+                return int(closed)
+            count = client.add(self.key(round_no, "joined"), 0)
+            expected = self._expected(client, round_no)
+            if count != seen and count < expected:
+                seen = count
+                say(f"waiting at {self.where}: {count} of {wanted} nodes")
+            if expected < low and count < low:
+                raise RendezvousError(
+                    f"{self.where}: the world cannot re-form with {low} node{'s' if low > 1 else ''} or more: "
+                    f"{count} came back, and the jobs of the others have ended"
+                )
+            if count >= low and quorum_at is None:
+                quorum_at = clock()
+            due = count >= expected or (quorum_at is not None and clock() - quorum_at >= rdzv.last_call_s)
+            if due:
+                client.compare_set(self.key(round_no, "closed"), "", str(min(count, high)))
+                continue
+            if clock() >= deadline:
+                raise RendezvousError(
+                    f"{self.where}: {count} of {wanted} nodes came within {rdzv.join_timeout_s:g} s "
+                    "(join_timeout): start npulaunch on every node with the same --rdzv-endpoint and --rdzv-id"
+                )
+            time.sleep(POLL_S)
+
+    def _wait_next(
+        self, client: "StoreClient", round_no: int, count: int, deadline: float, say: Callable[[str], object]
+    ) -> None:
+        """Round ``round_no`` closed without this node: wait until the running nodes open the next one."""
+        rdzv = self.rdzv
+        client.add(self.key(round_no, "waiting"), 1)
+        full = count >= rdzv.max_nodes
+        say(
+            f"{self.where}: the job runs on {count} node{'s' if count > 1 else ''}"
+            + (f", its most (--nnodes {rdzv.min_nodes}:{rdzv.max_nodes}); " if full else "; ")
+            + "this node joins when the world is re-formed"
+        )
+        while not client.check([self.key(round_no + 1, "opened")]):
+            if self.clock() >= deadline:
+                raise RendezvousError(
+                    f"{self.where}: the job runs on {count} node{'s' if count > 1 else ''} without this one, and "
+                    f"was not re-formed within {rdzv.join_timeout_s:g} s (join_timeout)"
+                    + (f": it has its most nodes (--nnodes {rdzv.min_nodes}:{rdzv.max_nodes})" if full else "")
+                )
+            time.sleep(POLL_S * 4)
+
+    def _result(self, client: "StoreClient", round_no: int, ticket: int, count: int, deadline: float) -> Met:
+        clock, where = self.clock, self.where
+        tickets = [self.key(round_no, f"node/{n}") for n in range(1, count + 1)]
         _wait(lambda: client.check(tickets), deadline, clock, f"{where}: the records of its {count} nodes")
         records = [json.loads(client.get(name)) for name in tickets]
-        order = sorted(
-            range(count), key=lambda n: (not records[n]["served"], _ip_key(records[n]["addr"]), records[n]["pid"])
-        )
+
+        def place(n: int) -> Tuple[Any, ...]:
+            prev = records[n]["prev"]
+            return (not records[n]["served"], prev is None, prev or 0, _ip_key(records[n]["addr"]), records[n]["pid"])
+
+        order = sorted(range(count), key=place)
         nodes = tuple(records[n] for n in order)
         node_rank = order.index(ticket - 1)
         sizes = sorted({r["nproc"] for r in nodes})
@@ -106,24 +284,34 @@ def meet(
                 + ", ".join(f"{r['hostname']} (pid {r['pid']}) {r['nproc']}" for r in nodes)
                 + "): give every node the same --nproc-per-node"
             )
+        master_key = self.key(round_no, "master")
         if node_rank == 0:
-            client.set(key("master"), json.dumps({"addr": record["addr"], "port": _free_port(), "job_id": job_id}))
-        _wait(lambda: client.check([key("master")]), deadline, clock, f"{where}: node 0's store address")
-        master = json.loads(client.get(key("master")))
-        client.add(key("read"), 1)
-        if served:  # the others read what they need from it before this node's job may end and close it
-            _wait(lambda: client.add(key("read"), 0) >= count, clock() + 10.0, clock, "", quiet=True)
-    except OSError as exc:
-        raise RendezvousError(f"{where}: the store stopped answering: {exc}") from None
-    finally:
-        client.close()
-    return Met(node_rank, count, master["addr"], int(master["port"]), master["job_id"], nodes, served, clock() - start)
+            mine = nodes[0]
+            master = {"addr": mine["addr"], "port": _free_port(), "job_id": mine["job_id"], "attempt": mine["attempt"]}
+            client.set(master_key, json.dumps(master))
+        _wait(lambda: client.check([master_key]), deadline, clock, f"{where}: node 0's store address")
+        master = json.loads(client.get(master_key))
+        client.add(self.key(round_no, "read"), 1)
+        if self._served:  # the others read what they need from it before this node's job may end and close it
+            _wait(lambda: client.add(self.key(round_no, "read"), 0) >= count, clock() + 10.0, clock, "", quiet=True)
+        return Met(
+            node_rank,
+            count,
+            master["addr"],
+            int(master["port"]),
+            master["job_id"],
+            int(master["attempt"]),
+            nodes,
+            bool(self._served),
+            0.0,
+            round_no,
+        )
 
 
-def stop_serving() -> None:
-    """Close the stores this process serves (the process's end closes them too)."""
-    while _SERVERS:
-        _SERVERS.pop().close()
+def replace_waited(met: Met, waited_s: float) -> Met:
+    from dataclasses import replace
+
+    return replace(met, waited_s=waited_s)
 
 
 def _serve(rdzv: "Rendezvous") -> bool:
@@ -145,12 +333,16 @@ def _serve(rdzv: "Rendezvous") -> bool:
     return True
 
 
-def _connect(rdzv: "Rendezvous", deadline: float, clock: Callable[[], float], where: str) -> "StoreClient":
+def _client(host: str, port: int, timeout_s: float) -> "StoreClient":
     from npulaunch.host.tcpstore import StoreClient
 
+    return StoreClient(host, port, timeout_s=timeout_s)
+
+
+def _connect(rdzv: "Rendezvous", deadline: float, clock: Callable[[], float], where: str) -> "StoreClient":
     while True:
         try:
-            return StoreClient(rdzv.host, rdzv.port, timeout_s=max(1.0, deadline - clock()))
+            return _client(rdzv.host, rdzv.port, max(1.0, deadline - clock()))
         except OSError as exc:
             if clock() >= deadline:
                 raise RendezvousError(
@@ -159,40 +351,6 @@ def _connect(rdzv: "Rendezvous", deadline: float, clock: Callable[[], float], wh
                     "(--rdzv-conf join_timeout=SECONDS waits longer)"
                 ) from None
             time.sleep(0.2)
-
-
-def _close(
-    client: "StoreClient",
-    key: Callable[[str], str],
-    rdzv: "Rendezvous",
-    deadline: float,
-    clock: Callable[[], float],
-    where: str,
-    say: Callable[[str], object],
-) -> int:
-    """The number of nodes the rendezvous closed with: MAX at once, or MIN once the last call has passed."""
-    wanted = f"{rdzv.min_nodes}" if rdzv.min_nodes == rdzv.max_nodes else f"{rdzv.min_nodes} to {rdzv.max_nodes}"
-    seen, quorum_at = 0, None
-    while True:
-        closed = client.get(key("closed"))
-        if closed:
-            return int(closed)
-        count = client.add(key("joined"), 0)
-        if count != seen and count < rdzv.max_nodes:
-            seen = count
-            say(f"waiting at {where}: {count} of {wanted} nodes")
-        if count >= rdzv.min_nodes and quorum_at is None:
-            quorum_at = clock()
-        due = count >= rdzv.max_nodes or (quorum_at is not None and clock() - quorum_at >= rdzv.last_call_s)
-        if due:
-            client.compare_set(key("closed"), "", str(min(count, rdzv.max_nodes)))
-            continue
-        if clock() >= deadline:
-            raise RendezvousError(
-                f"{where}: {count} of {wanted} nodes came within {rdzv.join_timeout_s:g} s (join_timeout): start "
-                "npulaunch on every node with the same --rdzv-endpoint and --rdzv-id"
-            )
-        time.sleep(POLL_S)
 
 
 def _wait(
