@@ -68,3 +68,31 @@ def test_the_c10d_recipe_under_srun(slurm_cluster, tmp_path: Path, marker: str) 
     assert {entry["sum"] for entry in ranks} == {10.0}
     assert {entry["env"]["WORLD_SIZE"] for entry in ranks} == {"4"}
     assert result.stderr.count("node 0 of 2 after") == result.stderr.count("node 1 of 2 after") == 1
+
+
+def test_the_c10d_recipe_on_network_namespace_nodes(slurm_nodes, tmp_path: Path, marker: str) -> None:
+    """The same line on Slurm nodes that are hosts of their own (an address each, tests/netns_hosts.py): the
+    endpoint is n1's address, so n1's npulaunch serves the rendezvous and is node 0; n2 reaches it over the
+    test network, and the ranks' gloo meets across it."""
+    require(importlib.util.find_spec("torch") is not None, "torch (pip install -e '.[torch]')")
+    head = slurm_nodes.netns.hosts[0]
+    line = " ".join(
+        [
+            *NPULAUNCH,
+            "run",
+            "--nnodes 2 --nproc-per-node 2 --rdzv-backend c10d",
+            f"--rdzv-endpoint {head.address}:29400 --rdzv-id $SLURM_JOB_ID",
+            f"--log-dir {tmp_path / 'logs'} --no-live",
+            str(RANKS / "torch_rank.py"),
+        ]
+    )
+    env = f"NPLTEST_MARKER={marker} GLOO_SOCKET_IFNAME=eth0"
+    where = ["-p", slurm_nodes.partition, "-w", f"{head.name},{slurm_nodes.netns.hosts[1].name}"]
+    argv = ["-N", "2", "--ntasks-per-node=1", *where, "bash", "-c", f"{env} {line}"]
+    result = srun(slurm_nodes, marker, *argv, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ranks = rank_lines(result.stdout)
+    assert [entry["rank"] for entry in ranks] == [0, 1, 2, 3] and {entry["sum"] for entry in ranks} == {10.0}
+    assert {entry["env"]["MASTER_ADDR"] for entry in ranks} == {head.address}  # node 0 is the endpoint's host
+    assert [entry["env"]["NPULAUNCH_HOST"] for entry in ranks][:2] == [head.address] * 2
+    assert f"node 0 is {head.address}" in result.stderr and "which serves the rendezvous' store" in result.stderr
