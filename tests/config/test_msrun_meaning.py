@@ -86,3 +86,32 @@ def test_flags_with_no_use_are_named_in_the_plan(tmp_path: Path) -> None:
     said = result.stdout + result.stderr
     assert "msrun's --join True is accepted and has no use here" in said
     assert "msrun's --rank_table_file rt.json is accepted and has no use here" in said
+
+
+@pytest.mark.parametrize("flag", ["--bind_core", "--bind_numa"])
+def test_binding_flags_bind_each_worker_near_its_npu(tmp_path: Path, flag: str) -> None:
+    plan = plan_of(tmp_path, "--worker_num", "2", "--local_worker_num", "2", flag, "True")
+    assert plan["sources"]["job.cpu_binding"] == "cli"
+    first, second = (set(r["cpus"] or ()) for r in plan["ranks"])  # no NPU topology here: blocks of the CPUs
+    assert first and second and not first & second
+    assert any(f"{flag} True: each worker is bound to the CPUs near its NPU" in note for note in plan["notes"])
+
+
+def test_worker_log_name_is_accepted_with_no_use(tmp_path: Path) -> None:
+    plan = plan_of(tmp_path, "--worker_num", "2", "--local_worker_num", "2", "--worker_log_name", "w_{ip}")
+    assert any("msrun's --worker_log_name w_{ip} is accepted and has no use here" in n for n in plan["notes"])
+
+
+def test_tail_worker_log_shows_only_those_workers(tmp_path: Path, marker: str) -> None:
+    """msrun tails the chosen workers' logs to the console; npulaunch shows only their lines, and keeps every
+    worker's in its log."""
+    script = tmp_path / "hello.py"
+    script.write_text("import os\nprint('hello from', os.environ.get('MS_ROLE'), os.environ.get('RANK_ID'))\n")
+    result = run_cli(
+        "run", "--worker_num", "2", "--local_worker_num", "2", "--tail_worker_log", "1", "--framework", "mindspore",
+        "--log-dir", str(tmp_path / "logs"), "--job-id", "tail", "--no-live", str(script),
+        env={"NPLTEST_MARKER": marker}, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "hello from MS_WORKER 1" in result.stdout and "hello from MS_WORKER 0" not in result.stdout
+    assert "hello from MS_WORKER 0" in (tmp_path / "logs" / "tail" / "rank-0" / "stdout.log").read_text()
