@@ -92,3 +92,36 @@ def test_a_second_node_joins_a_running_one_and_the_world_re_forms_as_under_torch
     assert "the world re-forms (1 node waits to join)" in said and "(not counted as a restart)" in said
     assert "this node joins when the world is re-formed" in runs["ours"][1][2]
     assert "node 1 of 2" in runs["ours"][1][2]
+
+
+def test_a_node_lost_from_a_1_to_2_world_leaves_the_other_to_go_on_alone(tmp_path: Path, marker: str) -> None:
+    """The second node's npulaunch is killed mid-run (a lost node: its guard takes its ranks down). The first
+    node's ranks lose their peers; --max-restarts=1 restarts it, the new round waits the last call for the
+    lost node and closes with the one left (MIN 1), and the job ends on one node, resumed from the script's
+    snapshot (torchrun's meaning: a membership change at a restart)."""
+    require(importlib.util.find_spec("torch") is not None, "torch (pip install -e '.[torch]')")
+    env = base_env({"NPLTEST_MARKER": marker, "GLOO_SOCKET_IFNAME": "lo", "SNAPSHOT_EPOCH_PAUSE_S": "1"})
+    flags = [*elastic(free_port_window(1), "lost"), "--max-restarts=1", "--log-dir", str(tmp_path / "logs")]
+    argv = npulaunch_argv("run", *flags, "--no-live", str(RANKS / "snapshot_train.py"), "6", str(tmp_path / "s.pt"))
+    outs = [(tmp_path / f"node{n}.out", tmp_path / f"node{n}.err") for n in (0, 1)]
+    procs = []
+    try:
+        for out, err in outs:
+            with open(out, "w") as o, open(err, "w") as e:
+                procs.append(subprocess.Popen(argv, env=env, stdout=o, stderr=e, start_new_session=True))
+            time.sleep(0.3)
+        deadline = time.monotonic() + 120
+        while "Epoch 1 done (world 4)" not in outs[1][0].read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os.kill(procs[1].pid, signal.SIGKILL)
+        procs[0].wait(timeout=240)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    first, said = outs[0][0].read_text(), outs[0][1].read_text()
+    assert procs[0].returncode == 0, said[-3000:]
+    assert worlds(first)[0] == 4 and worlds(first)[-1] == 2
+    assert "restarting the job after" in said and "(round 1): node 0 of 1" in said
+    assert first.count("Resuming training from snapshot at Epoch") == 2

@@ -60,6 +60,18 @@ def torchrun_argv(*args: str) -> List[str]:
     return [sys.executable, "-m", "torch.distributed.run", *args]
 
 
+def json_lines(out: str) -> List[dict]:
+    """Every rank's JSON object in torchrun's output, where its workers share one stdout and two lines may
+    run together."""
+    decoder, found = json.JSONDecoder(), []
+    at = out.find('{"rank"')
+    while at >= 0:
+        entry, end = decoder.raw_decode(out, at)
+        found.append(entry)
+        at = out.find('{"rank"', end)
+    return found
+
+
 def weights(out: str) -> set:
     return set(re.findall(r"weights ([0-9a-f]{16})", out))
 
@@ -124,7 +136,6 @@ def test_one_node_of_1_to_2_starts_after_the_last_call_alone_as_under_torchrun(t
     flags = [*recipe(free_port_window(1), "1:2"), "--rdzv-conf=last_call_timeout=1"]
     ((code, out, err),) = launch_all([torchrun_argv(*flags, str(RANKS / "torch_rank.py"))], env)
     assert code == 0, err[-3000:]
-    ref = [json.loads(line) for line in out.splitlines() if line.startswith('{"rank"')]
-    ref.sort(key=lambda entry: entry["rank"])
+    ref = sorted(json_lines(out), key=lambda entry: entry["rank"])
     assert [(e["rank"], e["world"], e["sum"]) for e in mine] == [(e["rank"], e["world"], e["sum"]) for e in ref]
     assert [e["env"]["WORLD_SIZE"] for e in mine] == ["2", "2"] == [e["env"]["WORLD_SIZE"] for e in ref]
