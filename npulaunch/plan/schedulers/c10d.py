@@ -30,7 +30,7 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from npulaunch.host.errors import PlanError
@@ -125,7 +125,7 @@ class Membership:
             raise RendezvousError(f"{self.where}: the store stopped answering: {exc}") from None
         finally:
             client.close()
-        self.met = replace_waited(met, clock() - start)
+        self.met = replace(met, waited_s=clock() - start)
         self.attempt = met.attempt
         return self.met
 
@@ -185,9 +185,11 @@ class Membership:
         closed = client.get(self.key(round_no, "closed"))
         if closed:
             return 1 << 30, int(closed)
+        from npulaunch.plan.prepare import address_toward
+
         ticket = client.add(self.key(round_no, "joined"), 1)
         record = {
-            "addr": _address_toward(self.rdzv.host),
+            "addr": address_toward(self.rdzv.host) or socket.gethostname(),  # where the other nodes reach it
             "pid": os.getpid(),
             "hostname": socket.gethostname(),
             "nproc": nproc,
@@ -308,12 +310,6 @@ class Membership:
         )
 
 
-def replace_waited(met: Met, waited_s: float) -> Met:
-    from dataclasses import replace
-
-    return replace(met, waited_s=waited_s)
-
-
 def _serve(rdzv: "Rendezvous") -> bool:
     """Serve the rendezvous' store when the endpoint is this host's (or is_host says so); False when another
     process here serves it already (its port is taken), or the endpoint is another host."""
@@ -378,17 +374,6 @@ def _is_this_host(host: str) -> bool:
         return True
     except OSError:
         return False
-
-
-def _address_toward(host: str) -> str:
-    """This node's address on its route to the endpoint: where the other nodes reach it."""
-    try:
-        target = socket.gethostbyname(host)
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            sock.connect((target, 9))  # a UDP socket's connect sends nothing
-            return str(sock.getsockname()[0])
-    except OSError:
-        return socket.gethostname()
 
 
 def _ip_key(address: str) -> Tuple[int, ...]:
