@@ -27,6 +27,7 @@ from typing import (
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 
 _libc = None
 
@@ -47,6 +48,22 @@ def become_subreaper() -> bool:
     """Orphaned descendants of our ranks are re-parented to us (not to init), so we can reap
     them promptly and find them when cleaning up. Returns False where unsupported."""
     return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def is_subreaper() -> bool:
+    """Whether this process is a child subreaper now (False where that cannot be asked)."""
+    libc = _load_libc()
+    if libc is None:
+        return False
+    flag = ctypes.c_int(0)
+    return libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value != 0
+
+
+def stop_being_subreaper() -> bool:
+    """Undo ``become_subreaper``: orphans go to init again. An agent embedded in a larger program (a
+    test process, a notebook) calls it when it closes, or that program would collect zombies it never
+    waits for. Returns False where unsupported."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 0)
 
 
 def signal_name(signum: int) -> str:

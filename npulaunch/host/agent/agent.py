@@ -65,6 +65,7 @@ class Agent:
         self._inbox: Optional[SignalInbox] = None
         self._guard: Optional[Guard] = None
         self._preexisting: Set[int] = set()
+        self._was_subreaper: Optional[bool] = None  # set by start()
         self.monitor = Monitor(plan, self._emit, clock)
         self._logs = RankLogs(output, self.monitor)
         self._watched: Dict[int, Callable[[], None]] = {}  # fd -> called when readable (a controller's commands)
@@ -181,6 +182,7 @@ class Agent:
         self._stops = stop_signals()
         self._inbox = SignalInbox(self._stops + self._forward)
         self._preexisting = procs.descendants(os.getpid(), procs.snapshot())
+        self._was_subreaper = procs.is_subreaper()
         procs.become_subreaper()
         self._guard = Guard(self.plan.job_uuid)
         os.makedirs(self.plan.job_dir, mode=0o700, exist_ok=True)
@@ -212,22 +214,34 @@ class Agent:
         if self._closed:
             return
         self._closed = True
-        if any(r.state is RankState.RUNNING for r in self.ranks):
-            debug(__name__, "closing with ranks still running: SIGKILL to everything")
-            self._signal_everything(signal.SIGKILL)
-        self._dumps.close()
-        if self._store is not None:
-            self._store.close()
-        if self._health is not None:
-            self._health.close()
-        for proc in self.ranks:
-            self._logs.drain(proc)
-        self.monitor.close()
-        remove_unused([proc.spec.rank_dir for proc in self.ranks])  # empty stack files, markers
-        if self._guard is not None:
-            self._guard.release()
-        if self._inbox is not None:
-            self._inbox.close()
+        try:
+            if any(r.state is RankState.RUNNING for r in self.ranks):
+                debug(__name__, "closing with ranks still running: SIGKILL to everything")
+                self._signal_everything(signal.SIGKILL)
+            self._dumps.close()
+            if self._store is not None:
+                self._store.close()
+            if self._health is not None:
+                self._health.close()
+            for proc in self.ranks:
+                self._logs.drain(proc)  # an output sink that raises again must not skip what follows
+            self.monitor.close()
+            remove_unused([proc.spec.rank_dir for proc in self.ranks])  # empty stack files, markers
+        finally:
+            self._give_back()
+
+    def _give_back(self) -> None:
+        """Release the guard and give the process its signal handlers and subreaper setting back (an
+        embedding program, a test process among them, must get Ctrl-C and its children back)."""
+        try:
+            if self._guard is not None:
+                self._guard.release()
+        finally:
+            if self._inbox is not None:
+                self._inbox.close()
+            if self._was_subreaper is False:
+                procs.stop_being_subreaper()
+                self._reap_leftovers()
 
     def _wait(self, timeout_s: Optional[float] = None) -> None:
         assert self._inbox is not None
