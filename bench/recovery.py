@@ -48,7 +48,7 @@ from typing import Callable, Dict, List, Optional
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from netns_hosts import NetnsHosts, Network, available  # noqa: E402
+from netns_hosts import NetnsHosts, available, network  # noqa: E402
 
 PY = sys.executable
 RANK = ROOT / "tests" / "ranks" / "rank.py"
@@ -59,8 +59,8 @@ PHASES = ("detection", "stop", "replan", "start", "total", "first_step", "to_tra
 SPLIT = ("exit_to_report", "report_to_next", "next_to_first")
 # not BENCH_NET: up() removes its network's leftovers, so hosts of their own never clash with
 # ssh_startup.py's or the tests' (tests/test_bench.py runs the benchmarks) when they run at the same time
-RECOVERY_NET = Network("10.77.0", "nplrec0", "nplrec-", "nplr-")
-RECOVERY_SLURM_NET = Network("10.73.0", "nplrecs0", "nplrecs-", "nplq-")  # the Slurm nodes n1-n3
+RECOVERY_NET = network("10.77", "rec", "r")
+RECOVERY_SLURM_NET = network("10.73", "recs", "q")  # the Slurm nodes n1-n3
 
 
 @dataclass(frozen=True)

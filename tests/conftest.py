@@ -4,10 +4,40 @@ SSH test hosts and Slurm cluster. Plain helpers (paths, run_cli, require, ...) a
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 from helpers import diagnosis_disagreements, marked_pids, require, wait_until
+
+# what launcher code run inside the test process may change and must give back when it returns (the signal
+# inbox's handlers and wakeup fd, --nohup's SIGHUP, the agent's subreaper setting): a leak here is what
+# left Ctrl-C caught and ignored for the rest of a run, and zombies collecting in the pytest process
+PROCESS_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2)
+
+
+@pytest.fixture(autouse=True)
+def process_settings_given_back():
+    """Every test leaves this process's signal handlers, signal wakeup fd and subreaper setting as it found
+    them; one that does not fails (and they are put back, so the next tests and Ctrl-C are not affected)."""
+    from npulaunch.host import procs
+
+    handlers = {signum: signal.getsignal(signum) for signum in PROCESS_SIGNALS}
+    subreaper = procs.is_subreaper()
+    wakeup_fd = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(wakeup_fd)
+    yield
+    changed = [signal.Signals(n).name for n, h in handlers.items() if signal.getsignal(n) != h]
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+    left_fd = signal.set_wakeup_fd(wakeup_fd)
+    if procs.is_subreaper() != subreaper:
+        changed.append("the child subreaper setting")
+        if not subreaper:
+            procs.stop_being_subreaper()
+    if left_fd != wakeup_fd:
+        changed.append(f"the signal wakeup fd ({left_fd})")
+    assert not changed, f"the test left this process changed: {', '.join(changed)}"
 
 
 @pytest.fixture
@@ -84,13 +114,70 @@ def slurm_nodes(tmp_path_factory):
         hosts.down()
 
 
+# The expensive fixtures: every test that uses one runs on the same pytest-xdist worker (--dist loadgroup in
+# pyproject.toml), which sets it up once. Their names, subnets and ports are per worker anyway (netns_hosts.slot).
+FIXTURE_GROUPS = {"slurm_cluster": "slurm", "slurm_nodes": "slurm", "netns_hosts": "netns", "mpi_hosts": "mpi"}
+# The CPU-heavy modules (real TensorFlow, torch and MindSpore jobs of several ranks, the benchmarks' smoke run) in
+# two lanes, one test at a time in each: never more heavy jobs at once than this machine has cores, so that the
+# timing-sensitive ones among them (stragglers, hangs, the benchmarks) are not starved by a load of 15. The lanes
+# hold about the same time (measured: docs/contributing.md).
+HEAVY_LANES = {
+    "heavy-a": (
+        "launch/test_stragglers.py",
+        "host/test_tf.py",
+        "launch/test_recovery.py",
+        "diagnose/test_hang.py",
+        "launch/test_mindspore.py",
+        "launch/test_torch.py",
+    ),
+    "heavy-b": (
+        "test_bench.py",
+        "launch/test_torchrun_elastic.py",
+        "launch/test_recovery_torch.py",
+        "launch/test_torchrun_rendezvous.py",
+        "host/test_pace.py",
+        "launch/test_msrun_form.py",
+        "launch/test_torchrun_restarts.py",
+        "launch/test_torchrun_flags.py",
+        "launch/test_torch_errorfile.py",
+    ),
+}
+FILE_GROUPS = {module: lane for lane, modules in HEAVY_LANES.items() for module in modules}
+# What makes a test slow (`pytest -m "not slow"` leaves it out): real ranks (the marker fixture proves none
+# survives), test hosts, a cluster, or a real framework's import in every rank.
+SLOW_FIXTURES = {"marker", *FIXTURE_GROUPS}
+SLOW_FILES = {*FILE_GROUPS, "test_suite_interrupt.py"}
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: three workers a core, at least 4 (most tests wait on ranks, daemons and timeouts, not the
+    CPU; the two heavy lanes, Slurm and the SSH hosts hold one each); NPULAUNCH_TEST_WORKERS sets it."""
+    return int(os.environ.get("NPULAUNCH_TEST_WORKERS") or max(4, 3 * (os.cpu_count() or 1)))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into its nodeid suffixes
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """Groups and the slow marker (above), and the slow tests first: the workers take the long ones before
+    the many short ones, so the run does not end waiting on one long test started last."""
+    for item in items:
+        where = Path(str(item.fspath)).relative_to(Path(__file__).parent).as_posix()
+        group = next((g for f, g in FIXTURE_GROUPS.items() if f in item.fixturenames), None) or FILE_GROUPS.get(where)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        if group is not None or where in SLOW_FILES or SLOW_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """One diagnosis: over every job directory the suite's tests left (each failure kind the suite produces:
     exits, signals, exceptions, CANN codes, hangs, lost peers, NPU faults, restarts, ...), ``npulaunch diagnose``
     judging the job's records must name the root cause ``report`` names. A disagreement fails the run."""
     factory = getattr(session.config, "_tmp_path_factory", None)
-    if factory is None or session.config.option.collectonly:
-        return
+    if factory is None or session.config.option.collectonly or hasattr(session.config, "workerinput"):
+        return  # a pytest-xdist worker: the controller looks once, over every worker's directories
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return  # Ctrl-C: stop now (the jobs it interrupted were never finished)
     try:
         base = factory.getbasetemp()
     except (OSError, ValueError):

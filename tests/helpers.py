@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import glob
+import itertools
 import os
 import shutil
 import subprocess
@@ -193,13 +194,25 @@ def run_restarted_job(log_dir: Path, marker: str, max_restarts: int, failures: i
     )
 
 
+PORT_BAND = 192  # ports per parallel worker (slots 0-63 fit below the usual ephemeral range, 32768)
+_port_turns = itertools.count()
+
+
 def free_port_window(count: int = 32) -> int:
     """The first port of ``count`` consecutive TCP ports that are free now and lie outside the kernel's
-    ephemeral range, so no outgoing connection of another test can take one while a test uses them."""
+    ephemeral range, so no outgoing connection of another test can take one while a test uses them. Each
+    parallel worker looks in a band of its own first (PORT_BAND ports from 20000 + slot * PORT_BAND), and
+    takes the windows of its band in turn: two workers never find the same port free at the same moment,
+    nor one worker a port its previous test still holds."""
     import socket
 
+    from netns_hosts import slot
+
     low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    candidates = [*range(20000, low - count, count), *range(high + 1, 65536 - count, count)]
+    band = 20000 + slot() * PORT_BAND
+    own = list(range(band, min(band + PORT_BAND, low) - count + 1, count))
+    turn = next(_port_turns) % len(own) if own else 0
+    candidates = [*own[turn:], *own[:turn], *range(20000, low - count, count), *range(high + 1, 65536 - count, count)]
     for base in candidates:
         try:
             for port in range(base, base + count):

@@ -31,9 +31,26 @@ class Network:
     veth_prefix: str  # the host side of each host's veth pair
 
 
-TESTS_NET = Network("10.79.0", "npltest0", "npltest-", "nplv-")
-BENCH_NET = Network("10.78.0", "nplbench0", "nplbench-", "nplb-")  # bench/ssh_startup.py: never clashes
-SLURM_NET = Network("10.74.0", "nplslurm0", "nplslurm-", "npls-")  # the Slurm test nodes (slurm_cluster.py)
+def slot() -> int:
+    """This test process's number among those that may run at once: pytest-xdist's worker gwN is N, plus
+    NPULAUNCH_TEST_SLOT_BASE (a suite run inside a test sets it, so the two never share a name). Names,
+    subnets and Slurm ports of test hosts and clusters are per slot: parallel workers never meet, and
+    up() removing its own network's leftovers never removes another worker's hosts."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    return (int(os.environ.get("NPULAUNCH_TEST_SLOT_BASE", "0") or 0) + index) % 100
+
+
+def network(subnet16: str, tag: str, veth_tag: str) -> Network:
+    """A test network of this slot: subnet ``subnet16``.<slot>.0/24, bridge ``npl<tag><slot>``,
+    namespaces ``npl<tag><slot>-h1``..., veths ``npl<veth_tag><slot>-h1``... (15 characters at most)."""
+    n = slot()
+    return Network(f"{subnet16}.{n}", f"npl{tag}{n}", f"npl{tag}{n}-", f"npl{veth_tag}{n}-")
+
+
+TESTS_NET = network("10.79", "test", "v")
+BENCH_NET = network("10.78", "bench", "b")  # bench/ssh_startup.py: never clashes
+SLURM_NET = network("10.74", "slurm", "s")  # the Slurm test nodes (slurm_cluster.py)
 
 
 def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:

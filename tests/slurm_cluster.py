@@ -272,7 +272,9 @@ class SlurmCluster:
         return self._spawn(f"slurmd.{node}", argv)
 
     def _pick_ports(self) -> int:
-        for block in range(PORT_BLOCKS):
+        from netns_hosts import slot
+
+        for block in range(slot(), slot() + PORT_BLOCKS):  # parallel workers start at blocks of their own
             ctld = CTLD_PORT + block * PORT_BLOCK_STEP
             ports = [ctld] + [ctld + NODE_PORT_OFFSET + i for i in range(1 if self.netns else self.nodes)]
             if all(port_free(p) for p in ports):

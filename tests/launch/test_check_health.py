@@ -135,6 +135,9 @@ def test_a_toolkit_other_than_the_yaml_says(tmp_path: Path, marker: str) -> None
 
 def test_a_hung_tool_is_not_checked_and_costs_its_limit(tmp_path: Path, marker: str) -> None:
     started = time.monotonic()
+    assert check(tmp_path, marker, "--tool-timeout", "0.5").returncode == 0  # the same check, no tool hung
+    plain = time.monotonic() - started
+    started = time.monotonic()
     result = check(tmp_path, marker, "--tool-timeout", "0.5", NPU_STANDIN_HCCN_HANG="tls")
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr
@@ -142,7 +145,9 @@ def test_a_hung_tool_is_not_checked_and_costs_its_limit(tmp_path: Path, marker: 
         "not checked: localhost: NPUs 0-1: TLS switch: hccn_tool -i <id> -tls -g did not answer within 0.5 s"
         in result.stdout
     )
-    assert elapsed < 8, elapsed  # the CLI's start, and 0.5 s for the hung calls (in parallel)
+    # 0.5 s for the hung calls (in parallel) over the same check's own time, measured beside it: the bound
+    # holds on a machine busy with other tests (a hung call waited for would cost the stand-in's hour)
+    assert elapsed - plain < 5, (elapsed, plain)
 
 
 def test_json_gives_the_same_as_data(tmp_path: Path, marker: str) -> None:

@@ -25,14 +25,14 @@ FINAL = 200  # 10 s of steps: the host is lost (5 s to notice) long before the j
 
 @pytest.fixture(scope="module")
 def mpi_hosts(tmp_path_factory):
-    """Three hosts h1-h3 on a subnet of their own (10.76.0.0/24: never that of the other tests' hosts)."""
-    from netns_hosts import NetnsHosts, Network, available
+    """Three hosts h1-h3 on a subnet of their own (10.76.<slot>.0/24: never that of the other tests' hosts)."""
+    from netns_hosts import NetnsHosts, available, network
 
     missing = available() or ("" if shutil.which("mpirun") else "mpirun (openmpi-bin)")
     require(not missing, f"what the mpirun transport's test hosts need: {missing}")
     said = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout
     require("Open MPI" in said, f"Open MPI's mpirun (openmpi-bin), not {said.strip()[:60]!r}")
-    hosts = NetnsHosts(tmp_path_factory.mktemp("mpi") / "hosts", 3, Network("10.76.0", "nplmpi0", "nplmpi-", "nplm-"))
+    hosts = NetnsHosts(tmp_path_factory.mktemp("mpi") / "hosts", 3, network("10.76", "mpi", "m"))
     try:
         yield hosts.up()
     finally:
@@ -91,7 +91,7 @@ transport: mpirun
 mpi:
   mpirun: {mpirun}
   mpirun_options: [--allow-run-as-root, --mca, plm_rsh_agent, "ssh -F {hosts.ssh_config}",
-                   --mca, oob_tcp_if_include, 10.76.0.0/24]
+                   --mca, oob_tcp_if_include, {hosts.net.subnet}.0/24]
 env:
   NPLTEST_MARKER: {marker}
   PYTHONPATH: {ROOT}
