@@ -91,6 +91,15 @@ def events(job_dir: Path) -> List[Dict[str, Any]]:
         return []
 
 
+def why(job_dir: Path) -> str:
+    """The job's root cause as its summary.json says it ('' when there is none)."""
+    try:
+        cause = json.loads((job_dir / "summary.json").read_text()).get("root_cause")
+    except (OSError, ValueError):
+        return "; no summary.json"
+    return f"; root cause: {json.dumps(cause)[:600]}" if cause else ""
+
+
 # ---- the job ----------------------------------------------------------------------------------
 
 
@@ -175,7 +184,7 @@ def job_cost(work: Path, pairs: int, warmup: int, steps: int, errors: List[str])
                 load=load(),
             )
             if code != 0 or run["step_s"] is None:
-                errors.append(f"cost run {mode} {pair}: exit {code}, {len(run['ranks'])} ranks timed")
+                errors.append(f"cost run {mode} {pair}: exit {code}, {len(run['ranks'])} ranks timed{why(job.dir)}")
             if (mode == "warn") != run["pace_file"]:
                 errors.append(f"cost run {mode} {pair}: pace file {'missing' if mode == 'warn' else 'present'}")
             runs[mode].append(run)
