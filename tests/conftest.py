@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
+from typing import IO, Optional, Tuple
 
 import pytest
 from helpers import diagnosis_disagreements, marked_pids, require, wait_until
@@ -117,30 +118,31 @@ def slurm_nodes(tmp_path_factory):
 # The expensive fixtures: every test that uses one runs on the same pytest-xdist worker (--dist loadgroup in
 # pyproject.toml), which sets it up once. Their names, subnets and ports are per worker anyway (netns_hosts.slot).
 FIXTURE_GROUPS = {"slurm_cluster": "slurm", "slurm_nodes": "slurm", "netns_hosts": "netns", "mpi_hosts": "mpi"}
+ALONE_GROUP = "alone"  # the tests marked alone, one after the other on one worker (MachineShare, below)
 # The CPU-heavy modules (real TensorFlow, torch and MindSpore jobs of several ranks, the benchmarks' smoke run) in
 # two lanes, one test at a time in each: never more heavy jobs at once than this machine has cores, so that the
 # timing-sensitive ones among them (stragglers, hangs, the benchmarks) are not starved by a load of 15. The lanes
 # hold about the same time (measured: docs/contributing.md).
-HEAVY_LANES = {
+HEAVY_LANES = {  # each lane's modules in the order they run, the long ones early
     "heavy-a": (
-        "launch/test_stragglers.py",
         "host/test_tf.py",
         "launch/test_recovery.py",
         "diagnose/test_hang.py",
-        "launch/test_mindspore.py",
-        "launch/test_torch.py",
-    ),
-    "heavy-b": (
-        "test_bench.py",
-        "launch/test_torchrun_elastic.py",
-        "launch/test_recovery_torch.py",
-        "launch/test_torchrun_rendezvous.py",
-        "host/test_pace.py",
         "launch/test_msrun_form.py",
-        "launch/test_torchrun_restarts.py",
-        "launch/test_torchrun_flags.py",
         "launch/test_torch_errorfile.py",
     ),
+    "heavy-b": (  # the benchmarks' 100 s not first: the alone group waits for the first tests to end
+        "launch/test_recovery_torch.py",
+        "test_bench.py",
+        "launch/test_torchrun_elastic.py",
+        "launch/test_torchrun_rendezvous.py",
+        "launch/test_torch.py",
+        "launch/test_mindspore.py",
+        "launch/test_torchrun_restarts.py",
+        "launch/test_torchrun_flags.py",
+    ),
+    # two ranks of DDP that all-reduce every few ms: little CPU, but minutes beside a heavy lane's job
+    "pace": ("host/test_pace.py",),
 }
 FILE_GROUPS = {module: lane for lane, modules in HEAVY_LANES.items() for module in modules}
 # What makes a test slow (`pytest -m "not slow"` leaves it out): real ranks (the marker fixture proves none
@@ -150,23 +152,72 @@ SLOW_FILES = {*FILE_GROUPS, "test_suite_interrupt.py"}
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: three workers a core, at least 4 (most tests wait on ranks, daemons and timeouts, not the
-    CPU; the two heavy lanes, Slurm and the SSH hosts hold one each); NPULAUNCH_TEST_WORKERS sets it."""
-    return int(os.environ.get("NPULAUNCH_TEST_WORKERS") or max(4, 3 * (os.cpu_count() or 1)))
+    """``-n auto``: three workers a core and one, at least 4 (most tests wait on ranks, daemons and timeouts, not
+    the CPU; the heavy lanes, Slurm and the SSH hosts hold one each); NPULAUNCH_TEST_WORKERS sets it."""
+    return int(os.environ.get("NPULAUNCH_TEST_WORKERS") or max(4, 3 * (os.cpu_count() or 1) + 1))
+
+
+def where(item: pytest.Item) -> str:
+    """The test's module, relative to tests/."""
+    return Path(str(item.fspath)).relative_to(Path(__file__).parent).as_posix()
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into its nodeid suffixes
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
-    """Groups and the slow marker (above), and the slow tests first: the workers take the long ones before
-    the many short ones, so the run does not end waiting on one long test started last."""
+    """Groups and the slow marker (above); the slow tests first (the workers take the long ones before the many
+    short ones, so the run does not end waiting on one long test started last), each lane in its order."""
     for item in items:
-        where = Path(str(item.fspath)).relative_to(Path(__file__).parent).as_posix()
-        group = next((g for f, g in FIXTURE_GROUPS.items() if f in item.fixturenames), None) or FILE_GROUPS.get(where)
+        module = where(item)
+        group = next((g for f, g in FIXTURE_GROUPS.items() if f in item.fixturenames), None) or FILE_GROUPS.get(module)
+        if item.get_closest_marker("alone") is not None:
+            group = ALONE_GROUP
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
-        if group is not None or where in SLOW_FILES or SLOW_FIXTURES & set(item.fixturenames):
+        if group is not None or module in SLOW_FILES or SLOW_FIXTURES & set(item.fixturenames):  # alone: slow too
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    order = {module: index for modules in HEAVY_LANES.values() for index, module in enumerate(modules)}
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, order.get(where(item), len(order))))
+
+
+class MachineShare:
+    """Tests marked ``alone`` run with no other slow test at once (their verdict depends on the machine's time:
+    a straggler named or not, a hang, heartbeats, torchrun's own elastic timing); the slow tests share the
+    machine, the quick ones take no part. A lock the workers hold on files in the run's directory: a slow test
+    holds it shared, an ``alone`` test exclusively, and keeps it for the next test when that one is ``alone``
+    too (they are one group: the others wait once); a gate in front lets a waiting ``alone`` test stop new slow
+    tests from starting, so it is never starved."""
+
+    def __init__(self) -> None:
+        self.files: Optional[Tuple[IO[str], IO[str]]] = None  # (gate, lock) while held
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]):
+        alone = item.get_closest_marker("alone") is not None
+        if self.files is None and (alone or item.get_closest_marker("slow") is not None):
+            self._take(item, alone)
+        try:
+            yield
+        finally:
+            if self.files is not None and not (alone and nextitem and nextitem.get_closest_marker("alone")):
+                for file in self.files:
+                    file.close()  # the locks go with them
+                self.files = None
+
+    def _take(self, item: pytest.Item, alone: bool) -> None:
+        import fcntl
+
+        root = item.config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]  # the controller's
+        gate, lock = open(root / "machine.gate", "a"), open(root / "machine.lock", "a")
+        self.files = (gate, lock)
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker; one process alone has nothing beside it
+        config.pluginmanager.register(MachineShare(), "npulaunch-machine-share")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

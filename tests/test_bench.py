@@ -32,8 +32,11 @@ def test_every_benchmark_runs_in_smoke_mode(tmp_path: Path) -> None:
         assert "|---" in text, f"{name} has no table:\n{text}"
     assert "npulaunch" in (tmp_path / "compare.md").read_text()
     goals = (tmp_path / "goals.md").read_text()  # issue 18's rows, each beside its floor
-    for row in ("| launch 8 trivial ranks | 0.", "| rank failure -> launcher exit during a flood |", "| SSH start-up"):
+    for row in ("| rank failure -> launcher exit during a flood |", "| SSH start-up"):
         assert row in goals, goals
+    # the row with its figure, whatever it is (the smoke run's numbers are not judged: it used to say "| 0.",
+    # a timed assert in disguise that a busy machine broke)
+    assert re.search(r"\| launch 8 trivial ranks \| \d+\.\d+ s \|", goals), goals
     assert re.search(r"- 8 ranks: floor \d+ / \d+ ms, npulaunch \d+ / \d+ ms", goals), goals  # when ranks started
     assert "| 64 | 8 | 512 |" in (tmp_path / "plan_scale.md").read_text()
     log_path = (tmp_path / "log_path.md").read_text()  # the log path before and after: two kinds of lines, two trees

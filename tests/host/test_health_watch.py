@@ -108,6 +108,7 @@ def test_faults_that_appear_mid_run_are_one_event_each_and_only_on_the_jobs_npus
     assert not marked_pids(marker)
 
 
+@pytest.mark.alone  # the agent's loop turns timed in tenths of a second
 def test_a_hung_npu_smi_is_reported_once_per_npu_and_never_holds_up_the_agent(tmp_path: Path, marker: str) -> None:
     # the figures' calls left out: on 2 busy cores their stand-ins' start-up competes with the rank's own
     watch = dict(WATCH, tool_timeout_s=1.0, perf=False)

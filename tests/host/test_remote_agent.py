@@ -82,6 +82,7 @@ def test_a_closed_channel_stops_every_rank(agent_zip: str, tmp_path: Path, marke
     assert wait_until(lambda: not live_pids(pids), 5)  # rank 1 ignores SIGTERM: SIGKILL after the grace
 
 
+@pytest.mark.alone  # heartbeats a second apart, judged in seconds
 def test_missing_heartbeats_stop_every_rank(agent_zip: str, tmp_path: Path, marker: str) -> None:
     started = time.monotonic()
     channel = Channel(agent_zip, {"plan": host_plan_dict(tmp_path, marker, "*=hang"), "heartbeat_timeout_s": 1})
@@ -90,6 +91,7 @@ def test_missing_heartbeats_stop_every_rank(agent_zip: str, tmp_path: Path, mark
     assert time.monotonic() - started < 1 + 1 + 3
 
 
+@pytest.mark.alone  # heartbeats a second apart, judged in seconds
 def test_heartbeats_keep_it_going_and_stop_is_obeyed(agent_zip: str, tmp_path: Path, marker: str) -> None:
     channel = Channel(agent_zip, {"plan": host_plan_dict(tmp_path, marker, "*=tick"), "heartbeat_timeout_s": 1})
     for _ in range(8):  # 1.6 s, longer than the timeout

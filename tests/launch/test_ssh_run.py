@@ -98,6 +98,7 @@ def test_three_hosts_two_ranks_each(netns_hosts, tmp_path: Path, marker: str) ->
         assert (job / "hosts" / host / f"rank-{rank}" / "stdout.log").read_text() == gathered
 
 
+@pytest.mark.alone  # every host stopped within seconds
 def test_a_failure_on_one_host_stops_every_host(netns_hosts, tmp_path: Path, marker: str) -> None:
     config = write_job(tmp_path, netns_hosts, marker, "3=exit:7@0.5", "*=ignore_term")
     started = time.monotonic()
