@@ -39,7 +39,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies each model's pairs of steps")
     args = parser.parse_args()
-    rank_dir = tempfile.mkdtemp(prefix="npl-pace-")
+    with tempfile.TemporaryDirectory(prefix="npl-pace-") as rank_dir:
+        json.dump(_measure(rank_dir, args.scale), sys.stdout)
+
+
+def _measure(rank_dir: str, scale: float) -> dict:
+    """Each model's step times, off and on, and how many pace lines the timing wrote into ``rank_dir``."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -67,7 +72,7 @@ def main() -> None:
     found = pace.recorder()
     results = {}
     for name, (widths, batch, steps) in MODELS.items():
-        steps = max(1, int(steps * args.scale))
+        steps = max(1, int(steps * scale))
         torch.manual_seed(0)
         layers = []
         for a, b in zip(widths, widths[1:]):
@@ -101,7 +106,7 @@ def main() -> None:
     with open(os.path.join(rank_dir, pace.PACE_FILE)) as lines:
         results["pace_lines"] = sum(1 for _ in lines)
     dist.destroy_process_group()
-    json.dump(results, sys.stdout)
+    return results
 
 
 def _timed_steps(model, opt, x, y, n):

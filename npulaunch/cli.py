@@ -127,6 +127,26 @@ def _console(plan: "LaunchPlan", ranks: Optional[Set[int]], live: bool) -> "Cons
 
 
 def cmd_run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
+    from npulaunch.host import timing
+
+    with timing.applied(_timing_variable()):  # before the rendezvous: its store is polled too
+        return _run(args, command)
+
+
+def _timing_variable() -> Dict[str, float]:
+    """NPULAUNCH_TIMING's intervals (host/timing.py), checked before anything starts."""
+    from npulaunch.host import timing
+
+    values, wrong = timing.parse_variable(os.environ.get(timing.VARIABLE, ""))
+    if wrong is not None:
+        item, name, allowed = wrong
+        what = f"{name!r}: " if name in timing.BY_NAME else "the name: "
+        form = "the form is name=seconds,name=seconds"
+        raise UsageError(f"{timing.VARIABLE}: {item!r}: {what}allowed: {allowed}; {form}")
+    return values
+
+
+def _run(args: argparse.Namespace, command: Optional[List[str]]) -> int:
     from npulaunch.launch import debuglog
     from npulaunch.launch.job import run_job
 

@@ -719,6 +719,26 @@ def render_msrun() -> str:
     return "".join(out)
 
 
+def render_timing() -> str:
+    from npulaunch.host.timing import INTERVALS, VARIABLE
+
+    out = [
+        header("npulaunch/host/timing.py (INTERVALS)", "The launcher's intervals"),
+        "How often npulaunch's agents and the launcher look, send and wait. Every one has a default that suits a "
+        f"real job; `{VARIABLE}=name=seconds,name=seconds` in the launcher's environment sets any of them for a "
+        "run (`npulaunch run` checks it before anything starts, and gives the values to every host's agent). "
+        "The suite sets short ones instead of waiting on the defaults, and proves each default once "
+        "(tests/host/test_timing.py). The job's own limits are the YAML's: `monitor.hang_timeout_s`, "
+        "`monitor.startup_timeout_s`, `monitor.health_interval_s`, `job.grace_period_s`, "
+        "`monitor.stragglers.exclude_after_s` ([the cluster YAML](yaml.md)); how long a silent host may be "
+        "heard from is `NPULAUNCH_HEARTBEAT_TIMEOUT_S` (15 s over SSH, 5 s under srun and mpirun).\n\n",
+    ]
+    rows = [(code(i.name), "%g" % i.default, "%g to %g" % (i.low, i.high), prose(i.what)) for i in INTERVALS]
+    out.append(table(("name", "default (s)", "allowed (s)", "what it is"), rows))
+    out.append(f"\nFor example: `{VARIABLE}=pace_window_s=1,heartbeat_interval_s=0.5 npulaunch run job.yaml`.\n")
+    return "".join(out)
+
+
 PAGES: Dict[str, Callable[[], str]] = {
     "cli.md": render_cli,
     "yaml.md": render_yaml,
@@ -727,6 +747,7 @@ PAGES: Dict[str, Callable[[], str]] = {
     "codes.md": render_codes,
     "torchrun.md": render_torchrun,
     "msrun.md": render_msrun,
+    "timing.md": render_timing,
 }
 
 

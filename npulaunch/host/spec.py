@@ -135,6 +135,7 @@ class HostPlan:
     # "devices": [physical ids], "nics": bool (the NICs' links too: a job across hosts)}; None = off
     health_watch: Optional[Dict[str, Any]] = None
     store_port: Optional[int] = None  # serve torch's TCPStore on this port before the ranks start (tcpstore.py)
+    timing: Dict[str, float] = field(default_factory=dict)  # the launcher's intervals not at their default (timing.py)
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)
@@ -149,6 +150,7 @@ class HostPlan:
         values["forward_signals"] = tuple(values["forward_signals"])
         values["ranks"] = tuple(RankSpec.from_dict(r) for r in values["ranks"])
         values["patterns"] = tuple(values.get("patterns", ()))
+        values["timing"] = dict(values.get("timing") or {})
         return cls(**values)
 
 

@@ -146,15 +146,12 @@ class Done:
 
 @dataclass(frozen=True)
 class Beat:
-    """The agent is there: sent every BEAT_INTERVAL_S while its ranks run, so that the launcher can tell a
-    host it no longer hears from (a cut network keeps an SSH session open: no FIN, no RST) from one that is
-    quiet. A launcher that does not know it ignores it."""
+    """The agent is there: sent every heartbeat_interval_s (host/timing.py) while its ranks run, so that the
+    launcher can tell a host it no longer hears from (a cut network keeps an SSH session open: no FIN, no
+    RST) from one that is quiet. A launcher that does not know it ignores it."""
 
     def to_json(self) -> Dict[str, Any]:
         return {"type": "beat"}
-
-
-BEAT_INTERVAL_S = 2.0
 
 
 @dataclass(frozen=True)

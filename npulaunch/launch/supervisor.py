@@ -19,7 +19,7 @@ from npulaunch.diagnose.records import KEPT_FOR_REPORT
 from npulaunch.diagnose.report import build_report, describe_exit, python_exception
 from npulaunch.diagnose.stragglers import StragglerDetector, describe
 from npulaunch.diagnose.summary import JobSummary
-from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S
+from npulaunch.host import timing
 from npulaunch.host.errors import PlanError
 from npulaunch.host.events import Event, EventKind, signature_label
 from npulaunch.host.records import RankState
@@ -38,8 +38,7 @@ from npulaunch.launch.jobdir import (
 from npulaunch.launch.runner import Console, RankOutput, RankRunner
 from npulaunch.plan.launchplan import LaunchPlan
 
-PULL_TIMEOUT_S = 0.5  # the longest the loop waits on the runner before checking its own deadlines
-DUMP_WAIT_S = STACK_DUMP_LIMIT_S + 2.0  # a remote host's STACKS_DUMPED may never come: stop anyway
+DUMP_MARGIN_S = 2.0  # over stack_dump_limit_s: a remote host's STACKS_DUMPED may never come, stop anyway
 
 
 class Supervisor:
@@ -176,7 +175,7 @@ class Supervisor:
     def _loop(self) -> None:
         runner = self.runner
         while not runner.done:
-            timeout = PULL_TIMEOUT_S
+            timeout = timing.seconds("supervisor_poll_s")
             if self._stop_after_dumps is not None:
                 timeout = min(timeout, max(0.0, self._stop_after_dumps[1] - time.monotonic()))
             for item in runner.items(timeout):
@@ -283,7 +282,8 @@ class Supervisor:
     def _on_hang(self, data: Mapping[str, Any]) -> None:
         """A hang: every process's stack and process-table state first (the silent ranks are not the only
         evidence: the ones waiting in a collective say who they wait for), then the stop, once every host
-        asked has answered or DUMP_WAIT_S has passed. A second host's hang of the same stall adds nothing."""
+        asked has answered or stack_dump_limit_s and DUMP_MARGIN_S have passed. A second host's hang of the
+        same stall adds nothing."""
         if self._hang_seen:
             return
         self._hang_seen = True
@@ -293,13 +293,14 @@ class Supervisor:
             "reading every rank's stack, then stopping the job"
         )
         everyone = [spec.rank for spec in self.plan.processes]
+        wait_s = timing.seconds("stack_dump_limit_s") + DUMP_MARGIN_S
         debug(
             __name__,
             "hang: dumping the stacks of %d processes, stopping when read (at most %g s)",
             len(everyone),
-            DUMP_WAIT_S,
+            wait_s,
         )
-        self._stop_after_dumps = ("hang detected", time.monotonic() + DUMP_WAIT_S)
+        self._stop_after_dumps = ("hang detected", time.monotonic() + wait_s)
         self._dumps_due = self.runner.dump_stacks(everyone) or 1
 
     def _on_stacks(self, data: Mapping[str, Any]) -> None:

@@ -19,6 +19,7 @@ from npulaunch.config.cluster import (
     validate_job_id,
 )
 from npulaunch.config.sections import DEFAULT_HEALTH_INTERVAL_S, DEFAULT_STRAGGLERS
+from npulaunch.host import timing
 from npulaunch.host.errors import ConfigError, ConfigProblem
 from npulaunch.host.spec import INJECT_DIR, INJECTION_TOKEN, RankSpec
 from npulaunch.host.topology import BindingError, HostCpus, plan_cpus, read_host_cpus
@@ -207,6 +208,7 @@ def build_plan(
         framework=config.framework.name.value,
         meeting=None if meeting is None else (meeting.address, meeting.port),
         store_port=meeting.port if meeting is not None and meeting.served else None,
+        timing=timing.overrides(),
     )
 
 

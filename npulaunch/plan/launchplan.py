@@ -113,6 +113,7 @@ class LaunchPlan:
     helpers: Tuple[RankSpec, ...] = ()
     framework: str = "tensorflow"  # whose start-up contract the ranks got (plan/frameworks/)
     meeting: Optional[Tuple[str, int]] = None  # pytorch / msrun: where the processes meet (address, port)
+    timing: Dict[str, float] = field(default_factory=dict)  # intervals not at their default (host/timing.py)
 
     @property
     def processes(self) -> Tuple[RankSpec, ...]:
@@ -158,6 +159,7 @@ class LaunchPlan:
             rank_table_path=self.rank_table_path,
             health_watch=self.health_watch(node_rank),
             store_port=self.store_port if node_rank == 0 else None,
+            timing=dict(self.timing),
         )
 
     def devices_by_host(self) -> Dict[str, Tuple[int, ...]]:

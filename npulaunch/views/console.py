@@ -15,6 +15,7 @@ from typing import BinaryIO, Deque, Dict, Hashable, List, Optional, Sequence, Se
 
 from npulaunch.config.cluster import ConsoleMode
 from npulaunch.diagnose.summary import JobSummary
+from npulaunch.host import timing
 from npulaunch.host.events import Event
 from npulaunch.host.spec import RankSpec
 from npulaunch.host.tail import Block, count_lines, is_progress, split_lines
@@ -22,7 +23,6 @@ from npulaunch.views.reporttext import render_report
 
 Buffer = Union[bytes, memoryview]
 MAX_PENDING_BYTES = 8 << 20  # rank output waiting for a slow reader; beyond, it is counted, not kept
-DRAIN_AT_EXIT_S = 10.0  # how long the launcher waits at exit for a slow reader to take what is left
 BATCH_PARTS = 1024  # buffers one writev takes at most (Linux's IOV_MAX)
 WAIT_WRITABLE_MS = 1000  # a descriptor that takes nothing (non-blocking, full) is asked again this often
 
@@ -139,7 +139,7 @@ class Console:
         self._destinations: Dict[Hashable, _Writer] = {}  # streams to one terminal, pipe or file share one
         # ranks' lines for /dev/null are not formatted at all (npulaunch run ... > /dev/null: no one reads them)
         self._discarded = {id(s) for s in (self._out, self._err) if is_devnull(s)}
-        atexit.register(self.drain, DRAIN_AT_EXIT_S)
+        atexit.register(self.drain, timing.seconds("drain_at_exit_s"))
 
     def prefix(self, spec: RankSpec) -> bytes:
         label = f"{spec.host} {spec.label}" if self._show_host else spec.label
@@ -183,22 +183,23 @@ class Console:
 
     def report(self, summary: JobSummary) -> None:
         """The job's report, once, when it has ended (written before this returns, unless the
-        reader takes longer than DRAIN_AT_EXIT_S)."""
+        reader takes longer than drain_at_exit_s, host/timing.py)."""
         self._write(self._err, (render_report(summary).encode("utf-8", "replace"),))
         writer = self._writers.get(id(self._err))
         if writer is not None:  # the report's own stream first: a slow stdout reader cannot hold it up
-            writer.drain(DRAIN_AT_EXIT_S)
+            writer.drain(timing.seconds("drain_at_exit_s"))
 
     @property
     def broken(self) -> bool:
         """Whether a stream of the console failed (its output since then was dropped)."""
         return any(writer.broken for writer in list(self._destinations.values()))
 
-    def drain(self, timeout_s: float = DRAIN_AT_EXIT_S) -> None:
-        """Wait (at most ``timeout_s`` in all) until every stream has written what is queued."""
+    def drain(self, timeout_s: Optional[float] = None) -> None:
+        """Wait (at most ``timeout_s`` in all: drain_at_exit_s by default) until every stream has written what
+        is queued."""
         import time
 
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + (timing.seconds("drain_at_exit_s") if timeout_s is None else timeout_s)
         for writer in list(self._destinations.values()):
             writer.drain(max(0.0, deadline - time.monotonic()))
 

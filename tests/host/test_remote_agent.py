@@ -106,6 +106,19 @@ def test_heartbeats_keep_it_going_and_stop_is_obeyed(agent_zip: str, tmp_path: P
     assert channel.messages[-1]["controller_lost"] == ""
 
 
+def test_the_plans_intervals_are_the_agents(agent_zip: str, tmp_path: Path, marker: str) -> None:
+    """The launcher's intervals reach the agent in its plan (host/timing.py): beats 0.2 s apart, not 2 s."""
+    plan = host_plan_dict(tmp_path, marker, "*=tick")
+    plan["timing"] = {"heartbeat_interval_s": 0.2}
+    channel = Channel(agent_zip, {"plan": plan, "heartbeat_timeout_s": 0})
+    started = time.monotonic()  # the first beat at once, then one each 0.2 s (by default: one at 2 s)
+    channel.pump(lambda: channel.kinds().count("beat") >= 4, timeout_s=60)
+    took = time.monotonic() - started
+    channel.send({"cmd": "stop", "reason": "enough beats"})
+    channel.pump(lambda: "done" in channel.kinds())
+    assert took < 5.0, (took, channel.kinds())  # its start and 0.6 s; by default at least 6 s after its start
+
+
 def test_the_agent_writes_the_rank_table_its_host_lacks(agent_zip: str, tmp_path: Path, marker: str) -> None:
     data = host_plan_dict(tmp_path, marker, "*=ok")
     table = {"version": "1.0", "server_count": "1", "server_list": [], "status": "completed"}

@@ -26,6 +26,11 @@ pytestmark = pytest.mark.alone
 
 TRAIN = RANKS / "torch_train_ckpt.py"
 PERIOD_S = 0.02  # a duty cycle much shorter than a step: the rank's work is slowed, not shifted
+# 2 s windows, not the default 5 s (tests/host/test_timing.py proves that one), and a rest of 20 ms after each
+# step: a run's windows are known from its steps (300 steps take at least 6 s: 3 windows) and four ranks on this
+# machine's two cores are not so busy that its scheduler makes one look slow in a short window (1 s windows with
+# no rest named a rank of a clean run)
+TIMING = {"NPULAUNCH_TIMING": "pace_window_s=2"}
 
 
 def job_yaml(tmp_path: Path, marker: str, final: int, extra: str = "", devices: str = "[0, 1, 2, 3]") -> Path:
@@ -35,7 +40,7 @@ def job_yaml(tmp_path: Path, marker: str, final: int, extra: str = "", devices: 
         f"job:\n  command: [{sys.executable}, {TRAIN}, '{final}']\n  log_dir: {tmp_path / 'logs'}\n"
         "  id: slow\n  grace_period_s: 2\n"
         f"hosts:\n  - host: localhost\n    devices: {devices}\n"
-        "env: {CKPT_DIR: 'ckpt/{device_id}', CKPT_EVERY: '25', TRAIN_STEP_S: '0', TRAIN_WORK: '20', "
+        "env: {CKPT_DIR: 'ckpt/{device_id}', CKPT_EVERY: '25', TRAIN_STEP_S: '0.02', TRAIN_WORK: '20', "
         f"GLOO_SOCKET_IFNAME: lo, NPLTEST_MARKER: {marker}}}\n"
         "monitor: {health_interval_s: 0}\n" + extra
     )
@@ -119,7 +124,7 @@ def run_job(
     if watch_status:
         poller.start()
     try:
-        result = run_cli("run", "--no-live", str(path), timeout=300, env=env, standins=env is not None)
+        result = run_cli("run", "--no-live", str(path), timeout=300, env={**TIMING, **(env or {})}, standins=bool(env))
     finally:
         done.set()
         if slow is not None:
@@ -135,7 +140,7 @@ def test_a_rank_slowed_from_outside_is_named_while_the_job_runs(tmp_path: Path, 
     # the npu-smi stand-in says NPU 2 runs at 800 MHz under load (others at their rated 1800): the evidence
     perf = tmp_path / "perf"
     perf.write_text("2 aicore_mhz=800 usage=90\n")
-    path = job_yaml(tmp_path, marker, 700)
+    path = job_yaml(tmp_path, marker, 300)
     path.write_text(path.read_text().replace("health_interval_s: 0", "health_interval_s: 1"))
     slow = SlowDown(tmp_path, marker, [2], stopped=0.75)
     job = run_job(path, slow, watch_status=True, env={"NPU_STANDIN_PERF": str(perf)})
@@ -160,7 +165,7 @@ def test_a_rank_slowed_from_outside_is_named_while_the_job_runs(tmp_path: Path, 
 
 
 def test_a_clean_run_names_nobody(tmp_path: Path, marker: str) -> None:
-    job = run_job(job_yaml(tmp_path, marker, 500))
+    job = run_job(job_yaml(tmp_path, marker, 300))
     assert job["result"].returncode == 0, job["result"].stderr
     paces = [e for e in job["events"] if e["kind"] == "rank_pace"]
     assert len(paces) >= 3 and all(len(e["ranks"]) == 4 for e in paces[:-1])  # the ranks were timed
@@ -169,18 +174,19 @@ def test_a_clean_run_names_nobody(tmp_path: Path, marker: str) -> None:
 
 def test_a_pause_of_every_rank_at_once_names_nobody(tmp_path: Path, marker: str) -> None:
     slow = SlowDown(tmp_path, marker, [0, 1, 2, 3], stopped=0.5)
-    job = run_job(job_yaml(tmp_path, marker, 500), slow)
+    job = run_job(job_yaml(tmp_path, marker, 200), slow)
     assert job["result"].returncode == 0, job["result"].stderr
     assert slow.began is not None
     assert job["summary"]["stragglers"] == [], job["summary"]["stragglers"]
 
 
 def test_exclude_moves_the_slow_ranks_work_to_a_spare_and_resumes(tmp_path: Path, marker: str) -> None:
+    final = 200
     extra = (
         "monitor: {health_interval_s: 0, stragglers: {action: exclude, exclude_after_s: 3}}\n"
         "recovery:\n  checkpoint_dir: ckpt/{device_id}\n"
     )
-    path = job_yaml(tmp_path, marker, 500, devices="[0, 1, 2, 3]\n    spare_devices: [4]")
+    path = job_yaml(tmp_path, marker, final, devices="[0, 1, 2, 3]\n    spare_devices: [4]")
     path.write_text(path.read_text().replace("monitor: {health_interval_s: 0}\n", extra))
     slow = SlowDown(tmp_path, marker, [2], stopped=0.75)
     slow.log = tmp_path / "logs" / "slow" / "attempt-1" / "rank-0" / "stdout.log"
@@ -202,5 +208,5 @@ def test_exclude_moves_the_slow_ranks_work_to_a_spare_and_resumes(tmp_path: Path
     finals = {line.split(" w ")[1] for text in resumed for line in text.splitlines() if line.startswith("final step ")}
     assert len(finals) == 1  # every rank ended with the same weights
     weights = json.loads(finals.pop())
-    assert weights == [2.5 * 500 * 501 / 2] * 4 + [500.0]  # those of an unbroken run (torch_train_ckpt.py)
+    assert weights == [2.5 * final * (final + 1) / 2] * 4 + [float(final)]  # an unbroken run's (torch_train_ckpt.py)
     assert "is excluded as a sub-health fault" in result.stdout + result.stderr

@@ -18,14 +18,14 @@ import subprocess
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from npulaunch.host import procs
+from npulaunch.host import procs, timing
 from npulaunch.host.agent.guard import Guard
 from npulaunch.host.agent.inbox import STOP_SIGNALS, SignalInbox, stop_signals
 from npulaunch.host.agent.monitor import Monitor
 from npulaunch.host.agent.prepare import prepare_rank
 from npulaunch.host.agent.ranklogs import OutputSink, RankLogs
 from npulaunch.host.agent.rankproc import RankProcess
-from npulaunch.host.agent.stacks import STACK_DUMP_LIMIT_S, StackDumps, remove_unused
+from npulaunch.host.agent.stacks import StackDumps, remove_unused
 from npulaunch.host.errorfile import RankErrorFile
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.files import write_once
@@ -34,8 +34,6 @@ from npulaunch.host.records import AgentOutcome, RankState
 from npulaunch.host.spec import HostPlan
 from npulaunch.host.tail import FileTail
 from npulaunch.host.trace import debug
-
-POLL_INTERVAL_S = 0.05  # how often logs are followed when nothing else wakes the loop
 
 EventSink = Callable[[Event], None]
 
@@ -48,14 +46,14 @@ class Agent:
         output: OutputSink,
         base_env: Optional[Mapping[str, str]] = None,
         clock: Callable[[], float] = time.monotonic,
-        poll_interval_s: float = POLL_INTERVAL_S,
-        stack_dump_limit_s: float = STACK_DUMP_LIMIT_S,
+        poll_interval_s: Optional[float] = None,
+        stack_dump_limit_s: Optional[float] = None,
     ) -> None:
         self.plan = plan
         self._emit_to = emit
         self._base_env = dict(os.environ if base_env is None else base_env)
         self._clock = clock
-        self._poll_s = poll_interval_s
+        self._poll_s = timing.seconds("agent_poll_s") if poll_interval_s is None else poll_interval_s
         self.ranks = [RankProcess(spec) for spec in plan.ranks]
         self._by_pid: Dict[int, RankProcess] = {}
         self._stopping = False

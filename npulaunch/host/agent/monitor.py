@@ -12,6 +12,7 @@ import re
 import time
 from typing import Callable, Dict, Hashable, Optional, Set, Tuple, cast
 
+from npulaunch.host import timing
 from npulaunch.host.agent.paces import Paces
 from npulaunch.host.cann.findings import Finding
 from npulaunch.host.cann.prefilter import SIGNATURES, user_signatures
@@ -23,9 +24,7 @@ from npulaunch.host.spec import HELPER_RANK, HostPlan
 from npulaunch.host.tail import Block, FileTail, count_lines, split_lines, tail_lines
 from npulaunch.host.watchdog import HangLimits, Progress, describe, find_hangs, next_check_in
 
-PLOG_SCAN_INTERVAL_S = 1.0  # how often new plog files are looked for
 CONTEXT_BEFORE = 8  # lines before a finding's line kept for the report's excerpt
-SAMPLE_EVERY_S = 30.0  # a PROGRESS event per rank this often (times the job's size / 64)
 
 Emit = Callable[..., None]  # emit(kind, rank=None, **data)
 
@@ -51,7 +50,7 @@ class Monitor:
         self._sampled: Dict[int, Tuple[int, Optional[Step]]] = {}
         self._next_sample: Dict[int, float] = {}
         world_size = plan.ranks[0].world_size if plan.ranks else 1
-        self._sample_every = SAMPLE_EVERY_S * max(1, world_size // 64)
+        self._sample_every = timing.seconds("progress_sample_s") * max(1, world_size // 64)
         self._heartbeats = {spec.rank: os.path.join(spec.rank_dir, HEARTBEAT_FILE) for spec in plan.ranks}
         self._beats: Dict[int, float] = {}
         self.paces = Paces(plan, emit, clock)
@@ -77,7 +76,8 @@ class Monitor:
 
     def _sample(self, rank: int, first: bool = False, last: bool = False) -> None:
         """A PROGRESS event: the rank's lines so far and its latest step, for the report's timeline
-        (its first line, then every SAMPLE_EVERY_S x the job's size / 64, so a big job stays cheap)."""
+        (its first line, then every progress_sample_s (host/timing.py) x the job's size / 64, so that a big
+        job stays cheap)."""
         step = self._steps.get(rank)
         self._sampled[rank] = (self._lines[rank], step)
         self._next_sample[rank] = self._clock() + self._sample_every
@@ -138,7 +138,7 @@ class Monitor:
         """Look at plogs (new files, new lines) and for hangs."""
         now = self._clock()
         if now >= self._next_scan:
-            self._next_scan = now + PLOG_SCAN_INTERVAL_S
+            self._next_scan = now + timing.seconds("plog_scan_s")
             self._scan_plogs()
         self._read_plogs()
         for key, finding in self._scanner.flush_quiet():

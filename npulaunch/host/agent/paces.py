@@ -15,12 +15,11 @@ from __future__ import annotations
 import os
 from typing import Callable, Dict, List, Optional, Tuple
 
+from npulaunch.host import timing
 from npulaunch.host.events import EventKind
 from npulaunch.host.pace import PACE_FILE, UNKNOWN_WAIT
 from npulaunch.host.spec import HELPER_RANK, HostPlan
 from npulaunch.host.tail import FileTail
-
-WINDOW_S = 5.0  # one event per host this often (times the job's size / 256: a big job stays cheap)
 
 Emit = Callable[..., None]
 Step = Tuple[int, float, Optional[float]]  # (step, busy, wait)
@@ -36,7 +35,7 @@ class Paces:
         self._tails: Dict[int, FileTail] = {}
         self._window: Dict[int, List[Step]] = {}
         world_size = plan.ranks[0].world_size if plan.ranks else 1
-        self.window_s = WINDOW_S * max(1, world_size // 256)
+        self.window_s = timing.seconds("pace_window_s") * max(1, world_size // 256)  # a big job stays cheap
         self._due = clock() + self.window_s
         self._started = clock()
 

@@ -22,11 +22,11 @@ import sys
 import time
 from typing import Any, BinaryIO, Dict, List, Optional
 
+from npulaunch.host import timing
 from npulaunch.host.agent.agent import Agent
 from npulaunch.host.events import Event
 from npulaunch.host.spec import FORWARDABLE_SIGNALS, RankSpec
 from npulaunch.host.wire import (
-    BEAT_INTERVAL_S,
     Beat,
     Command,
     Done,
@@ -128,7 +128,7 @@ class Controller:
 
     def tick(self) -> None:
         if time.monotonic() >= self.next_beat:  # the launcher's sign that this host is still there
-            self.next_beat = time.monotonic() + BEAT_INTERVAL_S
+            self.next_beat = time.monotonic() + timing.seconds("heartbeat_interval_s")
             self.sender.send(Beat().to_json())
         if self.sender.broken:
             self.lost("the controller's channel broke")
@@ -164,10 +164,11 @@ def main() -> int:
     def emit(event: Event) -> None:
         sender.send(event_to_json(event))
 
-    agent = Agent(start.plan, emit, output)
-    controller = Controller(agent, reader, sender, start.heartbeat_timeout_s)
-    agent.watch(stdin_fd, controller.on_readable)
-    agent.tick = controller.tick
-    outcome = agent.run()
+    with timing.applied(start.plan.timing):  # the launcher's intervals, in this host's process too
+        agent = Agent(start.plan, emit, output)
+        controller = Controller(agent, reader, sender, start.heartbeat_timeout_s)
+        agent.watch(stdin_fd, controller.on_readable)
+        agent.tick = controller.tick
+        outcome = agent.run()
     sender.send(Done(outcome.ranks, outcome.stop_signal, outcome.strays_killed, controller.gone).to_json())
     return 0

@@ -1,8 +1,9 @@
 """Evidence of where each rank of a hung job stands, taken off the agent's loop before it is stopped: every
 rank's Python stack (``py-spy dump`` as a child process where py-spy is installed, else the signal the
 rank-side helper registered, whose faulthandler writes from the rank's own signal handler) and its main
-thread in the process table twice, SAMPLE_S apart (state, CPU used, the kernel wait). The loop only starts
-them and polls; a dump still running at its time limit is killed, so no dump ever delays stopping the job.
+thread in the process table twice, stack_sample_s apart (host/timing.py): state, CPU used, the kernel
+wait. The loop only starts them and polls; a dump still running at its time limit is killed, so no dump
+ever delays stopping the job.
 What the evidence means per rank is host/waits.py's; which rank the others wait for, diagnose/hang.py's.
 Standard library only, Python 3.7+.
 """
@@ -15,15 +16,13 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from npulaunch.host import procs
+from npulaunch.host import procs, timing
 from npulaunch.host.configproto import STACK_SIGNAL_FILE
 from npulaunch.host.pystacks import main_thread, parse_dump, render
 from npulaunch.host.trace import debug
 from npulaunch.host.waits import MAY_WAIT, STALLED, WAITING, place_of
 
-STACK_DUMP_LIMIT_S = 10.0  # py-spy attaches in well under a second; a wedged one is killed
 FAULTHANDLER_SETTLE_S = 0.3  # faulthandler writes from the rank's signal handler: give it a moment
-SAMPLE_S = 0.5  # the process table is read twice this far apart: is a rank's main thread using a CPU
 BUSY = 0.5  # a main thread that used half a CPU or more between the two readings is busy
 MAX_DUMP_BYTES = 1 << 20  # a dump is read up to here (a thousand threads' stacks)
 PY_SPY = "py-spy"
@@ -66,10 +65,10 @@ class StackDumps:
     """The dumps in progress; ``poll`` says when they are all written (or out of time)."""
 
     def __init__(
-        self, clock: Callable[[], float], limit_s: float = STACK_DUMP_LIMIT_S, py_spy: Optional[str] = None
+        self, clock: Callable[[], float], limit_s: Optional[float] = None, py_spy: Optional[str] = None
     ) -> None:
         self._clock = clock
-        self._limit_s = limit_s
+        self._limit_s = timing.seconds("stack_dump_limit_s") if limit_s is None else limit_s
         self._py_spy = py_spy  # its path; None: looked up when first needed ("" turns it off)
         self._batch: Optional[_Batch] = None
         self.asked: Set[int] = set()  # ranks dumped in this attempt: each once
@@ -78,7 +77,7 @@ class StackDumps:
         """``targets``: (rank, rank_dir, process group) of each running rank to dump."""
         now = self._clock()
         if self._batch is None:
-            self._batch = _Batch([], now, now + SAMPLE_S, now + self._limit_s)
+            self._batch = _Batch([], now, now + timing.seconds("stack_sample_s"), now + self._limit_s)
         batch = self._batch
         table = procs.snapshot()
         for rank, rank_dir, pgid in targets:

@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Dict, List, Optional, Sequence, Set, Tuple
 
+from npulaunch.host import timing
 from npulaunch.host.agent.inbox import SignalInbox, stop_signals
 from npulaunch.host.events import Event, EventKind
 from npulaunch.host.records import AgentOutcome, RankResult, RankState
@@ -26,7 +27,6 @@ from npulaunch.launch.fleet.link import Channel, close_wake, open_wake
 from npulaunch.launch.runner import Item, RankOutput
 from npulaunch.plan.launchplan import LaunchPlan
 
-HEARTBEAT_INTERVAL_S = 2.0
 HEARTBEAT_TIMEOUT_S = 15.0  # an agent that hears nothing for this long stops its ranks; and the launcher a host
 TIMEOUT_VARIABLE = "NPULAUNCH_HEARTBEAT_TIMEOUT_S"  # both timeouts, for tests and for clusters with slow links
 
@@ -80,7 +80,7 @@ class FleetRun:
         self._stops = stop_signals()
         self._inbox = SignalInbox(self._stops + tuple(getattr(signal, s) for s in self.plan.forward_signals))
         self._start_all(wake_write)
-        self._next_beat = time.monotonic() + HEARTBEAT_INTERVAL_S
+        self._next_beat = time.monotonic() + timing.seconds("heartbeat_interval_s")
 
     def items(self, timeout_s: float) -> List[Item]:
         assert self._inbox is not None and self._wake is not None
@@ -96,7 +96,7 @@ class FleetRun:
                     break
                 self._on_message(host, message)
             if time.monotonic() >= self._next_beat:
-                self._next_beat = time.monotonic() + HEARTBEAT_INTERVAL_S
+                self._next_beat = time.monotonic() + timing.seconds("heartbeat_interval_s")
                 self._broadcast(Command("heartbeat"))
             self._silent_hosts()
         taken, self._out = self._out, []

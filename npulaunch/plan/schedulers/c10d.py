@@ -33,13 +33,12 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
+from npulaunch.host import timing
 from npulaunch.host.errors import PlanError
 
 if TYPE_CHECKING:
     from npulaunch.config.cluster import Rendezvous
     from npulaunch.host.tcpstore import StoreClient, StoreServer
-
-POLL_S = 0.05
 
 
 class RendezvousError(PlanError):
@@ -243,7 +242,7 @@ class Membership:
                     f"{self.where}: {count} of {wanted} nodes came within {rdzv.join_timeout_s:g} s "
                     "(join_timeout): start npulaunch on every node with the same --rdzv-endpoint and --rdzv-id"
                 )
-            time.sleep(POLL_S)
+            time.sleep(timing.seconds("store_poll_s"))
 
     def _wait_next(
         self, client: "StoreClient", round_no: int, count: int, deadline: float, say: Callable[[str], object]
@@ -264,7 +263,7 @@ class Membership:
                     f"was not re-formed within {rdzv.join_timeout_s:g} s (join_timeout)"
                     + (f": it has its most nodes (--nnodes {rdzv.min_nodes}:{rdzv.max_nodes})" if full else "")
                 )
-            time.sleep(POLL_S * 4)
+            time.sleep(timing.seconds("store_poll_s") * 4)
 
     def _result(self, client: "StoreClient", round_no: int, ticket: int, count: int, deadline: float) -> Met:
         clock, where = self.clock, self.where
@@ -357,7 +356,7 @@ def _wait(
             if quiet:
                 return
             raise RendezvousError(f"{what} did not come before the join timeout")
-        time.sleep(POLL_S)
+        time.sleep(timing.seconds("store_poll_s"))
 
 
 def _is_this_host(host: str) -> bool:
