@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import IO, Optional, Tuple
+from typing import IO, Optional
 
 import pytest
 from helpers import ROOT, diagnosis_disagreements, marked_pids, require, wait_until
@@ -121,27 +121,26 @@ def slurm_nodes(tmp_path_factory):
 FIXTURE_GROUPS = {"slurm_cluster": "slurm", "slurm_nodes": "slurm", "netns_hosts": "netns", "mpi_hosts": "mpi"}
 ALONE_GROUP = "alone"  # the tests marked alone, one after the other on one worker (MachineShare, below)
 # The CPU-heavy modules (real TensorFlow, torch and MindSpore jobs of several ranks, the benchmarks' smoke run) in
-# two lanes, one test at a time in each: never more heavy jobs at once than this machine has cores, so that the
-# timing-sensitive ones among them (stragglers, hangs, the benchmarks) are not starved by a load of 15. The lanes
-# hold about the same time (measured: docs/contributing.md).
-HEAVY_LANES = {  # each lane's modules in the order they run, the long ones early
+# lanes, one test at a time in each: a few heavy jobs at once, not a dozen (a load of 15 starved ranks into false
+# verdicts). The lanes hold about the same time (measured: docs/contributing.md).
+HEAVY_LANES = {  # each lane's modules in the order they run, the long ones early (walls: docs/contributing.md)
     "heavy-a": (
         "host/test_tf.py",
         "launch/test_recovery.py",
-        "diagnose/test_hang.py",
         "launch/test_msrun_form.py",
         "launch/test_torch_errorfile.py",
     ),
-    "heavy-b": (  # the benchmarks' 100 s not first: the alone group waits for the first tests to end
+    "heavy-b": (
         "launch/test_recovery_torch.py",
-        "test_bench.py",
-        "launch/test_torchrun_elastic.py",
+        "diagnose/test_hang.py",
         "launch/test_torchrun_rendezvous.py",
+        "launch/test_torchrun_elastic.py",
         "launch/test_torch.py",
         "launch/test_mindspore.py",
         "launch/test_torchrun_restarts.py",
         "launch/test_torchrun_flags.py",
     ),
+    "bench": ("test_bench.py",),  # the benchmarks' smoke run: one test of 100 s alone, 280 s beside the others
     # two ranks of DDP that all-reduce every few ms: little CPU, but minutes beside a heavy lane's job
     "pace": ("host/test_pace.py",),
 }
@@ -165,8 +164,9 @@ def where(item: pytest.Item) -> str:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into its nodeid suffixes
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
-    """Groups and the slow marker (above); the slow tests first (the workers take the long ones before the many
-    short ones, so the run does not end waiting on one long test started last), each lane in its order."""
+    """Groups and the slow marker (above); the alone tests first (MachineShare), then the slow ones (the workers take
+    the long ones before the many short ones, so the run does not end waiting on one long test started last), each
+    lane in its order."""
     for item in items:
         module = where(item)
         group = next((g for f, g in FIXTURE_GROUPS.items() if f in item.fixturenames), None) or FILE_GROUPS.get(module)
@@ -177,43 +177,73 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
         if group is not None or module in SLOW_FILES or SLOW_FIXTURES & set(item.fixturenames):  # alone: slow too
             item.add_marker(pytest.mark.slow)
     order = {module: index for modules in HEAVY_LANES.values() for index, module in enumerate(modules)}
-    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, order.get(where(item), len(order))))
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("alone") is None,
+            item.get_closest_marker("slow") is None,
+            order.get(where(item), len(order)),
+        )
+    )
 
 
 class MachineShare:
-    """Tests marked ``alone`` run with no other slow test at once (their verdict depends on the machine's time:
-    a straggler named or not, a hang, heartbeats, torchrun's own elastic timing); the slow tests share the
-    machine, the quick ones take no part. A lock the workers hold on files in the run's directory: a slow test
-    holds it shared, an ``alone`` test exclusively, and keeps it for the next test when that one is ``alone``
-    too (they are one group: the others wait once); a gate in front lets a waiting ``alone`` test stop new slow
-    tests from starting, so it is never starved."""
+    """The tests marked ``alone`` run first, with nothing beside them (their verdict depends on the machine's time: a
+    straggler named or not, heartbeats, torchrun's own elastic timing); every other test waits for the last of them
+    to end. They are one group, ordered first (pytest_collection_modifyitems, and --no-loadscope-reorder), so they
+    are the first work of the worker that runs them. That worker holds a lock on a file in the run's directory
+    while it runs them and marks their end; the others wait until the mark is there, or until the lock is free once
+    they began (a worker that died lets go of it), or STARTED_WITHIN_S passes with no sign of them."""
+
+    STARTED_WITHIN_S = 300.0
 
     def __init__(self) -> None:
-        self.files: Optional[Tuple[IO[str], IO[str]]] = None  # (gate, lock) while held
+        self.pending = False  # alone tests were collected and have not ended
+        self.held: Optional[IO[str]] = None  # the lock, while this worker runs them
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.pending = any(item.get_closest_marker("alone") is not None for item in session.items)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]):
         alone = item.get_closest_marker("alone") is not None
-        if self.files is None and (alone or item.get_closest_marker("slow") is not None):
-            self._take(item, alone)
+        root = item.config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]  # the controller's
+        if alone and self.held is None:
+            self._begin(root)
+        elif not alone and self.pending:
+            self._wait(root)
         try:
             yield
         finally:
-            if self.files is not None and not (alone and nextitem and nextitem.get_closest_marker("alone")):
-                for file in self.files:
-                    file.close()  # the locks go with them
-                self.files = None
+            if self.held is not None and not (nextitem is not None and nextitem.get_closest_marker("alone")):
+                (root / "alone.done").touch()
+                self.held.close()  # the lock goes with it
+                self.held = None
+                self.pending = False
 
-    def _take(self, item: pytest.Item, alone: bool) -> None:
+    def _begin(self, root: Path) -> None:
         import fcntl
 
-        root = item.config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]  # the controller's
-        gate, lock = open(root / "machine.gate", "a"), open(root / "machine.lock", "a")
-        self.files = (gate, lock)
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        if not alone:
-            fcntl.flock(gate, fcntl.LOCK_UN)
+        self.held = open(root / "alone.lock", "a")
+        fcntl.flock(self.held, fcntl.LOCK_EX)
+        (root / "alone.started").touch()
+
+    def _wait(self, root: Path) -> None:
+        import fcntl
+        import time
+
+        deadline = time.monotonic() + self.STARTED_WITHIN_S
+        while not (root / "alone.done").exists():
+            if (root / "alone.started").exists():
+                with open(root / "alone.lock", "a") as lock:
+                    try:
+                        fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                        break  # free: the worker that ran them is gone
+                    except BlockingIOError:
+                        pass
+            elif time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.pending = False
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -73,6 +73,9 @@ def _software_cause(
         key=lambda s: (s[0], s[1]),
     )
     hang = next((e for e in events if e.kind is EventKind.HANG_DETECTED), None)
+    if hang is not None:  # what ranks printed once the hang was seen comes of the stop it led to (a peer's
+        # "Connection closed" when the stalled rank is stopped first), not of the stall
+        symptoms = [s for s in symptoms if s[0] < hang.time]
     if candidates:
         _, rank, event = min(candidates, key=lambda c: (c[0], c[1]))
         why = "the earliest failure that is a cause"

@@ -130,3 +130,22 @@ def test_the_hang_as_the_root_cause_carries_the_verdict() -> None:
     stacks = Event(EventKind.STACKS_DUMPED, "j", "h1", None, {"files": [], "ranks": {"0": waiting(), "1": stalled()}})
     cause = hang_root_cause(hang([0, 1]), [stacks], results(2), lambda root: ())
     assert (cause.rank, cause.cls, cause.first_line) == (1, "hang", "hung in its own code at t.py:5, in load")
+
+
+def test_a_peers_closed_connection_after_the_hang_is_the_stops_doing_not_the_cause() -> None:
+    # rank 1 stalls; the hang is seen at t=100 and the job stopped: rank 1 goes first, and rank 0's gloo then
+    # prints "Connection closed by peer" (a symptom) at t=101. Read before the hang, it would be the earliest
+    # symptom; after it, it is what the stop did, and the hang names rank 1
+    from npulaunch.diagnose.rootcause import pick
+
+    def closed(line_time: float) -> Event:
+        data = {"signature": "gloo-peer-closed", "cls": "peer_gone", "line": "Connection closed by peer"}
+        data.update(signature_kind="symptom", line_time=line_time, line_time_source="read time", hint="h")
+        data.update(source="stdout", retryable=False)
+        return Event(EventKind.SIGNATURE_MATCHED, "j", "h1", 0, data, time=line_time)
+
+    stacks = Event(EventKind.STACKS_DUMPED, "j", "h1", None, {"files": [], "ranks": {"0": waiting(), "1": stalled()}})
+    after = pick(results(2), [hang([0, 1]), stacks, closed(101.0)])
+    assert after is not None and (after.rank, after.cls) == (1, "hang"), after
+    before = pick(results(2), [hang([0, 1]), stacks, closed(99.0)])  # printed before the hang was seen: evidence
+    assert before is not None and (before.rank, before.cls) == (0, "peer_gone"), before
