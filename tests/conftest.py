@@ -145,10 +145,30 @@ HEAVY_LANES = {  # each lane's modules in the order they run, the long ones earl
     "pace": ("host/test_pace.py",),
 }
 FILE_GROUPS = {module: lane for lane, modules in HEAVY_LANES.items() for module in modules}
+# the groups' first tests right after the alone ones: each group is a chain of tests on one worker, so they start
+# at once (the Slurm tests started 200 s late when they came in the order of the files, and ended the run)
+GROUPS_FIRST = {*FIXTURE_GROUPS.values(), *HEAVY_LANES}
 # What makes a test slow (`pytest -m "not slow"` leaves it out): real ranks (the marker fixture proves none
 # survives), test hosts, a cluster, or a real framework's import in every rank.
 SLOW_FIXTURES = {"marker", *FIXTURE_GROUPS}
-SLOW_FILES = {*FILE_GROUPS, "test_suite_interrupt.py"}
+# and the modules whose tests each take half a second of CPU or more without a marker (measured: docs/contributing.md)
+SLOW_FILES = {
+    *FILE_GROUPS,
+    "test_suite_interrupt.py",
+    "test_typing.py",  # mypy over the package
+    "test_compat.py",  # vermin, Python 3.7
+    "host/test_checkpoint.py",  # TensorFlow writes the checkpoints
+    "host/test_torch_checkpoint.py",  # torch, in the test
+    "host/test_errorfile.py",
+    "host/test_tcpstore.py",  # gloo ranks
+    "config/test_torchrun_meaning.py",  # the installed torchrun's parser
+    "config/test_msrun_meaning.py",  # the installed msrun's
+    "host/test_health_watch.py",  # rounds of the NPU tools' stand-ins
+    "launch/test_check_health.py",
+    "launch/test_fault_history.py",  # jobs one after the other
+    "views/test_html_report.py",  # chromium
+    "views/test_console_lines.py",  # a terminal's live view
+}
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -164,9 +184,9 @@ def where(item: pytest.Item) -> str:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into its nodeid suffixes
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
-    """Groups and the slow marker (above); the alone tests first (MachineShare), then the slow ones (the workers take
-    the long ones before the many short ones, so the run does not end waiting on one long test started last), each
-    lane in its order."""
+    """Groups and the slow marker (above); the alone tests first (MachineShare), then the groups', then the other slow
+    ones (the workers take the long ones before the many short ones, so the run does not end waiting on one long test
+    started last), each lane in its order."""
     for item in items:
         module = where(item)
         group = next((g for f, g in FIXTURE_GROUPS.items() if f in item.fixturenames), None) or FILE_GROUPS.get(module)
@@ -180,6 +200,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     items.sort(
         key=lambda item: (
             item.get_closest_marker("alone") is None,
+            not any(m.args and m.args[0] in GROUPS_FIRST for m in item.iter_markers("xdist_group")),
             item.get_closest_marker("slow") is None,
             order.get(where(item), len(order)),
         )
