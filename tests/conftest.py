@@ -117,8 +117,9 @@ def slurm_nodes(tmp_path_factory):
 
 
 # The expensive fixtures: every test that uses one runs on the same pytest-xdist worker (--dist loadgroup in
-# pyproject.toml), which sets it up once. Their names, subnets and ports are per worker anyway (netns_hosts.slot).
-FIXTURE_GROUPS = {"slurm_cluster": "slurm", "slurm_nodes": "slurm", "netns_hosts": "netns", "mpi_hosts": "mpi"}
+# pyproject.toml), which sets it up once. Their names, subnets and ports are per worker anyway (netns_hosts.slot);
+# the SSH test hosts and the mpirun hosts (a subnet of their own) share one worker.
+FIXTURE_GROUPS = {"slurm_cluster": "slurm", "slurm_nodes": "slurm", "netns_hosts": "netns", "mpi_hosts": "netns"}
 ALONE_GROUP = "alone"  # the tests marked alone, one after the other on one worker (MachineShare, below)
 # The CPU-heavy modules (real TensorFlow, torch and MindSpore jobs of several ranks, the benchmarks' smoke run) in
 # lanes, one test at a time in each: a few heavy jobs at once, not a dozen (a load of 15 starved ranks into false
@@ -145,9 +146,11 @@ HEAVY_LANES = {  # each lane's modules in the order they run, the long ones earl
     "pace": ("host/test_pace.py",),
 }
 FILE_GROUPS = {module: lane for lane, modules in HEAVY_LANES.items() for module in modules}
-# the groups' first tests right after the alone ones: each group is a chain of tests on one worker, so they start
-# at once (the Slurm tests started 200 s late when they came in the order of the files, and ended the run)
-GROUPS_FIRST = {*FIXTURE_GROUPS.values(), *HEAVY_LANES}
+# The groups' tests right after the alone ones, in this order: each group is a chain of tests on one worker, and
+# there are no more groups than workers (7 here, the alone one among them), so every chain starts on a worker of
+# its own once the alone tests end (the Slurm chain, queued behind another on the alone tests' worker, started
+# 470 s in and ended the run 190 s after the rest)
+GROUPS_FIRST = ("slurm", "netns", *HEAVY_LANES)
 # What makes a test slow (`pytest -m "not slow"` leaves it out): real ranks (the marker fixture proves none
 # survives), test hosts, a cluster, or a real framework's import in every rank.
 SLOW_FIXTURES = {"marker", *FIXTURE_GROUPS}
@@ -182,6 +185,12 @@ def where(item: pytest.Item) -> str:
     return Path(str(item.fspath)).relative_to(Path(__file__).parent).as_posix()
 
 
+def group_rank(item: pytest.Item) -> int:
+    """The place of the test's group in GROUPS_FIRST (after them: not in a group)."""
+    groups = [m.args[0] for m in item.iter_markers("xdist_group") if m.args]
+    return min((GROUPS_FIRST.index(g) for g in groups if g in GROUPS_FIRST), default=len(GROUPS_FIRST))
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into its nodeid suffixes
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     """Groups and the slow marker (above); the alone tests first (MachineShare), then the groups', then the other slow
@@ -200,7 +209,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     items.sort(
         key=lambda item: (
             item.get_closest_marker("alone") is None,
-            not any(m.args and m.args[0] in GROUPS_FIRST for m in item.iter_markers("xdist_group")),
+            group_rank(item),
             item.get_closest_marker("slow") is None,
             order.get(where(item), len(order)),
         )
