@@ -154,6 +154,9 @@ GROUPS_FIRST = ("slurm", "netns", *HEAVY_LANES)
 # What makes a test slow (`pytest -m "not slow"` leaves it out): real ranks (the marker fixture proves none
 # survives), test hosts, a cluster, or a real framework's import in every rank.
 SLOW_FIXTURES = {"marker", *FIXTURE_GROUPS}
+# ungrouped tests of 30 s or more beside the others, first among the slow ones (mypy's run without its cache, 45 s,
+# came last and ended the run)
+LONG_FIRST = ("test_typing.py", "test_compat.py", "host/test_checkpoint.py")
 # and the modules whose tests each take half a second of CPU or more without a marker (measured: docs/contributing.md)
 SLOW_FILES = {
     *FILE_GROUPS,
@@ -211,6 +214,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
             item.get_closest_marker("alone") is None,
             group_rank(item),
             item.get_closest_marker("slow") is None,
+            where(item) not in LONG_FIRST,
             order.get(where(item), len(order)),
         )
     )

@@ -193,7 +193,10 @@ def test_a_loop_marks_its_own_steps_and_collectives_are_its_wait(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     lines = pace_lines(rank_dir)
     assert [s for s, _, _ in lines] == [1, 2, 3, 4, 5]  # the first call only starts the clock
-    assert all(0.025 < busy < 0.2 and wait is not None and wait < busy for _, busy, wait in lines), lines
+    assert all(0.025 < busy < 0.2 and wait is not None for _, busy, wait in lines), lines
+    # a one-rank barrier is its wait, shorter than the step's own 30 ms (but the first, where gloo sets itself up:
+    # 45 ms on a busy machine)
+    assert sorted(wait for _, _, wait in lines)[2] < 0.025, lines
 
 
 def test_without_the_pace_hook_nothing_is_written(tmp_path: Path) -> None:
