@@ -292,7 +292,7 @@ def pytest_configure(config: pytest.Config) -> None:
         import compileall
 
         for directory in (ROOT / "npulaunch", ROOT / "tests", ROOT / "bench"):
-            compileall.compile_dir(str(directory), quiet=2)
+            compileall.compile_dir(str(directory), quiet=2, workers=0)  # 0: a process a core
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

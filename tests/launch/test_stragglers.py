@@ -140,7 +140,7 @@ def test_a_rank_slowed_from_outside_is_named_while_the_job_runs(tmp_path: Path, 
     # the npu-smi stand-in says NPU 2 runs at 800 MHz under load (others at their rated 1800): the evidence
     perf = tmp_path / "perf"
     perf.write_text("2 aicore_mhz=800 usage=90\n")
-    path = job_yaml(tmp_path, marker, 300)
+    path = job_yaml(tmp_path, marker, 220)
     path.write_text(path.read_text().replace("health_interval_s: 0", "health_interval_s: 1"))
     slow = SlowDown(tmp_path, marker, [2], stopped=0.75)
     job = run_job(path, slow, watch_status=True, env={"NPU_STANDIN_PERF": str(perf)})
@@ -174,14 +174,14 @@ def test_a_clean_run_names_nobody(tmp_path: Path, marker: str) -> None:
 
 def test_a_pause_of_every_rank_at_once_names_nobody(tmp_path: Path, marker: str) -> None:
     slow = SlowDown(tmp_path, marker, [0, 1, 2, 3], stopped=0.5)
-    job = run_job(job_yaml(tmp_path, marker, 200), slow)
+    job = run_job(job_yaml(tmp_path, marker, 160), slow)
     assert job["result"].returncode == 0, job["result"].stderr
     assert slow.began is not None
     assert job["summary"]["stragglers"] == [], job["summary"]["stragglers"]
 
 
 def test_exclude_moves_the_slow_ranks_work_to_a_spare_and_resumes(tmp_path: Path, marker: str) -> None:
-    final = 200
+    final = 160
     extra = (
         "monitor: {health_interval_s: 0, stragglers: {action: exclude, exclude_after_s: 3}}\n"
         "recovery:\n  checkpoint_dir: ckpt/{device_id}\n"
