@@ -140,7 +140,7 @@ def _timing_variable() -> Dict[str, float]:
     values, wrong = timing.parse_variable(os.environ.get(timing.VARIABLE, ""))
     if wrong is not None:
         item, name, allowed = wrong
-        what = f"{name!r}: " if name in timing.BY_NAME else "the name: "
+        what = f"{name!r}: " if name in timing.BY_NAME else f"{name!r} is not one of the launcher's intervals; "
         form = "the form is name=seconds,name=seconds"
         raise UsageError(f"{timing.VARIABLE}: {item!r}: {what}allowed: {allowed}; {form}")
     return values

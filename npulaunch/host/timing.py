@@ -1,8 +1,9 @@
 """The launcher's own intervals, in one table: how often its agents look and send, how long they wait. Each
-has a default, a name and a range; a job may set any of them (the YAML's ``timing`` section, or the variable
-NPULAUNCH_TIMING=``name=seconds,...`` over it), and the tests use short ones instead of waiting on the
-defaults (one test proves each default). The limits of the job itself (``monitor.hang_timeout_s``,
-``job.grace_period_s``, ``monitor.health_interval_s``, HCCL's timeouts) are the YAML's, not here.
+has a default, a name and a range; a run may set any of them (the launcher's environment:
+NPULAUNCH_TIMING=``name=seconds,...``, checked by ``npulaunch run`` before anything starts), and the tests use
+short ones instead of waiting on the defaults (one test proves each default). The limits of the job itself
+(``monitor.hang_timeout_s``, ``job.grace_period_s``, ``monitor.health_interval_s``, HCCL's timeouts) are the
+YAML's, not here.
 
 The launcher applies a job's values for as long as it runs the job (``applied``); it passes them to every
 agent in the host's plan (``HostPlan.timing``), and the agent applies them in its own process. Code reads a
